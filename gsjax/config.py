@@ -1,0 +1,953 @@
+"""Experiment configuration schema for ``gsjax``.
+
+Experiment configs are TOML files parsed with the standard-library
+:mod:`tomllib` and validated into a tree of frozen, hashable dataclasses.
+Validation is strict: every problem raises :class:`ConfigError`, whose
+``field`` attribute is the dotted path of the offending entry (for example
+``'agent.lambda_reg'``, ``'problem.edges[3]'`` or
+``'algorithms.lazy.reference'``) and whose message says what is allowed.
+
+TOML layout (defaults in parentheses)::
+
+    name = "my-experiment"          # required, non-empty
+    description = ""                # ("")
+    seeds = 10                      # int >= 1 (10)
+    horizon = 300                   # int >= 1 (300)
+    root_seed = 0                   # int >= 0 (0)
+    dtype = "float32"               # "float32" | "float64" ("float32")
+    record_every = 1                # int >= 1 (1)
+
+    [paper]                         # free-form reference numbers (optional)
+
+    [problem]                       # required
+    structure = "blocks"            # "blocks" | "graph"
+    num_blocks = 3                  # blocks only
+    block_dim = 2                   # blocks only
+    # graph only: graph, num_nodes, edges, grid_shape, max_degree,
+    #             num_edges, graph_seed
+    features = "linear"             # "linear" | "quadratic" | "rff"
+    s0 = 0.5                        # float in [0, 1] or list of n floats
+
+    [problem.theta]                 # distribution, values, scale, seed, per_seed
+    [problem.noise]                 # kind, sigma
+
+    [agent]                         # shared defaults for all algorithms
+
+    [algorithms.lazy]               # one table per algorithm, file order kept
+    algorithm = "lazy"              # defaults to the table name
+    beta = 2.0                      # any [agent] key overrides the shared value
+
+Only the standard library is imported here, so the module can be used by
+command-line tools without pulling in JAX.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import tomllib
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "ALGORITHM_NAMES",
+    "AgentConfig",
+    "AlgorithmEntry",
+    "ConfigError",
+    "ExperimentConfig",
+    "NoiseConfig",
+    "ProblemConfig",
+    "ThetaConfig",
+    "apply_overrides",
+    "config_hash",
+    "config_to_dict",
+    "load_config",
+    "num_coords",
+    "num_criteria",
+    "parse_config",
+    "register_algorithm_name",
+]
+
+
+# ---------------------------------------------------------------------------
+# Errors and registry
+# ---------------------------------------------------------------------------
+
+
+class ConfigError(ValueError):
+    """Invalid experiment configuration.
+
+    Attributes:
+        field: Dotted path of the offending entry, e.g. ``'agent.lambda_reg'``,
+            ``'problem.edges[3]'``; ``'<file>'`` for unreadable files,
+            ``'--set'`` for malformed overrides and ``'<root>'`` when the
+            whole config is not a table.
+        message: Human-readable description of what is wrong and what is
+            allowed.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+    def __reduce__(self):  # keep picklable despite the two-argument __init__
+        return (type(self), (self.field, self.message))
+
+
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+
+#: Algorithm names accepted by ``[algorithms.NAME].algorithm``. Mutable:
+#: extend it with :func:`register_algorithm_name`.
+ALGORITHM_NAMES: set[str] = {"linucb", "lazy", "async_lazy"}
+
+
+def register_algorithm_name(name: str) -> None:
+    """Add ``name`` to :data:`ALGORITHM_NAMES` (idempotent).
+
+    Args:
+        name: Algorithm identifier matching ``[a-z][a-z0-9_]*``.
+
+    Raises:
+        ValueError: If ``name`` is not a string of the allowed form.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ValueError(
+            f"algorithm name must be a string matching [a-z][a-z0-9_]*, got {name!r}"
+        )
+    ALGORITHM_NAMES.add(name)
+
+
+# ---------------------------------------------------------------------------
+# Dataclasses
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ThetaConfig:
+    """How the true parameters are chosen (``[problem.theta]``).
+
+    Attributes:
+        distribution: ``'explicit'``, ``'normal'`` or ``'uniform'``.
+        values: For ``'explicit'``: one tuple of floats per criterion (k
+            rows); ``None`` otherwise. Row lengths are checked elsewhere.
+        scale: Scale of the random distribution (> 0).
+        seed: Seed used to draw theta (>= 0).
+        per_seed: Whether theta is redrawn for every experiment seed.
+    """
+
+    distribution: str = "normal"
+    values: tuple[tuple[float, ...], ...] | None = None
+    scale: float = 1.0
+    seed: int = 0
+    per_seed: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseConfig:
+    """Observation noise (``[problem.noise]``).
+
+    Attributes:
+        kind: ``'independent'`` (one sigma per criterion, length k) or
+            ``'correlated'`` (one sigma per coordinate, length n).
+        sigma: A float >= 0 or a tuple of floats >= 0.
+    """
+
+    kind: str = "independent"
+    sigma: float | tuple[float, ...] = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemConfig:
+    """The bandit problem (``[problem]``).
+
+    Fields that do not apply to the chosen ``structure`` / ``graph`` are
+    ``None``. For ``graph = 'grid'``, ``num_nodes`` is resolved to
+    ``rows * cols``.
+
+    Attributes:
+        structure: ``'blocks'`` or ``'graph'``.
+        num_blocks: Number of blocks (criteria) for ``'blocks'``.
+        block_dim: Coordinates per block for ``'blocks'``.
+        graph: ``'edges'``, ``'chain'``, ``'grid'``, ``'random'`` or
+            ``'complete'`` for ``'graph'``.
+        num_nodes: Number of graph nodes for ``'graph'``.
+        edges: Explicit ``(i, j)`` pairs for ``graph = 'edges'``.
+        grid_shape: ``(rows, cols)`` for ``graph = 'grid'``.
+        max_degree: Degree bound for ``graph = 'random'``.
+        num_edges: Edge count for ``graph = 'random'``.
+        graph_seed: Seed for random graphs (``None`` for ``'blocks'``).
+        features: ``'linear'``, ``'quadratic'`` or ``'rff'``.
+        rff_dim: Random Fourier feature dimension (used for ``'rff'``).
+        rff_lengthscale: RFF lengthscale (used for ``'rff'``).
+        s0: Initial state, a float in [0, 1] or a tuple of n such floats.
+        theta: True-parameter specification.
+        noise: Observation-noise specification.
+    """
+
+    structure: str
+    num_blocks: int | None = None
+    block_dim: int | None = None
+    graph: str | None = None
+    num_nodes: int | None = None
+    edges: tuple[tuple[int, int], ...] | None = None
+    grid_shape: tuple[int, int] | None = None
+    max_degree: int | None = None
+    num_edges: int | None = None
+    graph_seed: int | None = None
+    features: str = "linear"
+    rff_dim: int = 16
+    rff_lengthscale: float = 0.5
+    s0: float | tuple[float, ...] = 0.5
+    theta: ThetaConfig = dataclasses.field(default_factory=ThetaConfig)
+    noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfig:
+    """Agent hyper-parameters (``[agent]`` and per-algorithm overrides).
+
+    Attributes:
+        lambda_reg: Ridge regularisation, float > 0 or tuple of k floats > 0.
+        beta: Confidence-width multiplier (>= 0).
+        beta_mode: ``'constant'`` or ``'oful'``.
+        oful_delta: OFUL failure probability, in (0, 1).
+        oful_S: OFUL norm bound on theta (> 0).
+        oful_sigma: OFUL noise level (>= 0); ``None`` means use the
+            problem's noise sigma.
+        move_cost: Cost of moving the state (>= 0).
+        solver: ``'vertex'`` (exact for linear features) or ``'pgd'``.
+        pgd_steps: Projected-gradient steps (>= 1).
+        pgd_lr: Projected-gradient learning rate (> 0).
+        pgd_starts: Number of PGD restarts (>= 1).
+        pgd_optimizer: ``'sgd'`` or ``'adam'``.
+        reference: ``'global'`` or ``'own'``.
+        trigger_ratio: Determinant-ratio update trigger (> 1).
+        refresh_every: Refresh period in rounds (>= 1).
+    """
+
+    lambda_reg: float | tuple[float, ...] = 1.0
+    beta: float = 1.0
+    beta_mode: str = "constant"
+    oful_delta: float = 0.05
+    oful_S: float = 1.0
+    oful_sigma: float | None = None
+    move_cost: float = 1.0
+    solver: str = "vertex"
+    pgd_steps: int = 50
+    pgd_lr: float = 0.05
+    pgd_starts: int = 4
+    pgd_optimizer: str = "adam"
+    reference: str = "global"
+    trigger_ratio: float = 2.0
+    refresh_every: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmEntry:
+    """One ``[algorithms.NAME]`` table.
+
+    Attributes:
+        name: Entry name (the table key), matching ``[a-z][a-z0-9_]*``.
+        algorithm: Algorithm identifier from :data:`ALGORITHM_NAMES`.
+        agent: The shared ``[agent]`` merged with this entry's overrides.
+    """
+
+    name: str
+    algorithm: str
+    agent: AgentConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """A fully validated experiment configuration.
+
+    Attributes:
+        name: Experiment name (non-empty).
+        description: Free-text description.
+        seeds: Number of independent seeds (>= 1).
+        horizon: Number of rounds (>= 1).
+        root_seed: Root PRNG seed (>= 0).
+        dtype: ``'float32'`` or ``'float64'``.
+        record_every: Per-round arrays are kept every this many rounds.
+        problem: The bandit problem.
+        agent: Shared agent defaults as written in ``[agent]``. Algorithms
+            should use ``AlgorithmEntry.agent``, which includes overrides
+            (and is the one cross-checked against the problem).
+        algorithms: Algorithm entries in file order.
+        paper_json: The free-form ``[paper]`` table as canonical JSON
+            (sorted keys); use the :attr:`paper` property for a dict.
+    """
+
+    name: str
+    description: str = ""
+    seeds: int = 10
+    horizon: int = 300
+    root_seed: int = 0
+    dtype: str = "float32"
+    record_every: int = 1
+    problem: ProblemConfig | None = None
+    agent: AgentConfig = dataclasses.field(default_factory=AgentConfig)
+    algorithms: tuple[AlgorithmEntry, ...] = ()
+    paper_json: str = "{}"
+
+    @property
+    def paper(self) -> dict:
+        """The ``[paper]`` table as a fresh plain dict."""
+        return json.loads(self.paper_json)
+
+    @property
+    def algorithm_names(self) -> tuple[str, ...]:
+        """Entry names of :attr:`algorithms`, in order."""
+        return tuple(entry.name for entry in self.algorithms)
+
+
+# ---------------------------------------------------------------------------
+# Primitive validators
+# ---------------------------------------------------------------------------
+
+_MISSING = object()
+
+_TOP_KEYS = (
+    "name", "description", "seeds", "horizon", "root_seed", "dtype",
+    "record_every", "paper", "problem", "agent", "algorithms",
+)
+_BLOCK_KEYS = ("num_blocks", "block_dim")
+_GRAPH_KEYS = (
+    "graph", "num_nodes", "edges", "grid_shape", "max_degree", "num_edges",
+    "graph_seed",
+)
+_PROBLEM_KEYS = (
+    ("structure",) + _BLOCK_KEYS + _GRAPH_KEYS
+    + ("features", "rff_dim", "rff_lengthscale", "s0", "theta", "noise")
+)
+_THETA_KEYS = ("distribution", "values", "scale", "seed", "per_seed")
+_NOISE_KEYS = ("kind", "sigma")
+_AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
+
+_STRUCTURES = ("blocks", "graph")
+_GRAPH_KINDS = ("edges", "chain", "grid", "random", "complete")
+_FEATURES = ("linear", "quadratic", "rff")
+_DTYPES = ("float32", "float64")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _check_keys(table: Mapping, path: str, allowed: Sequence[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(
+                _join(path, str(key)),
+                f"unknown key {str(key)!r}; allowed keys: {', '.join(allowed)}",
+            )
+
+
+def _table(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(field, f"expected a table, got {_describe(value)}")
+    return value
+
+
+def _int(value: Any, field: str, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field, f"expected an integer, got {_describe(value)}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(field, f"must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def _float(
+    value: Any,
+    field: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(field, f"expected a number, got {_describe(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(field, f"must be a finite number, got {value}")
+    lower = f"> {gt}" if gt is not None else (f">= {ge}" if ge is not None else None)
+    upper = f"< {lt}" if lt is not None else (f"<= {le}" if le is not None else None)
+    ok = (
+        (gt is None or value > gt)
+        and (ge is None or value >= ge)
+        and (lt is None or value < lt)
+        and (le is None or value <= le)
+    )
+    if not ok:
+        bounds = " and ".join(b for b in (lower, upper) if b)
+        raise ConfigError(field, f"must be {bounds}, got {value}")
+    return value
+
+
+def _bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(field, f"expected a boolean (true/false), got {_describe(value)}")
+    return value
+
+
+def _str(value: Any, field: str, *, nonempty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(field, f"expected a string, got {_describe(value)}")
+    if nonempty and not value.strip():
+        raise ConfigError(field, "must be a non-empty string")
+    return value
+
+
+def _choice(value: Any, field: str, choices: Sequence[str]) -> str:
+    allowed = ", ".join(repr(c) for c in choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(field, f"must be one of {allowed}; got {value!r}")
+    return value
+
+
+def _list(value: Any, field: str) -> list:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(field, f"expected a list, got {_describe(value)}")
+    return list(value)
+
+
+def _float_or_list(
+    value: Any, field: str, length: int, length_desc: str, **bounds: float
+) -> float | tuple[float, ...]:
+    """A scalar float or a list of exactly ``length`` floats, all in bounds."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != length:
+            raise ConfigError(
+                field,
+                f"a list here must have {length_desc} = {length} entries, "
+                f"got {len(value)}",
+            )
+        return tuple(
+            _float(v, f"{field}[{i}]", **bounds) for i, v in enumerate(value)
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(
+            field, f"expected a number or a list of numbers, got {_describe(value)}"
+        )
+    return _float(value, field, **bounds)
+
+
+def _required(table: Mapping, key: str, field: str, why: str = "") -> Any:
+    if key not in table:
+        raise ConfigError(field, f"required{(' ' + why) if why else ''} but missing")
+    return table[key]
+
+
+# ---------------------------------------------------------------------------
+# Section parsers
+# ---------------------------------------------------------------------------
+
+
+def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
+    path = "problem"
+    _check_keys(raw, path, _PROBLEM_KEYS)
+    f = lambda key: _join(path, key)  # noqa: E731
+
+    structure = _choice(_required(raw, "structure", f("structure")),
+                        f("structure"), _STRUCTURES)
+    other = _GRAPH_KEYS if structure == "blocks" else _BLOCK_KEYS
+    other_structure = "graph" if structure == "blocks" else "blocks"
+    for key in other:
+        if key in raw:
+            raise ConfigError(
+                f(key), f"only allowed when problem.structure = {other_structure!r}"
+            )
+
+    fields: dict[str, Any] = {"structure": structure}
+    if structure == "blocks":
+        why = "for problem.structure = 'blocks'"
+        num_blocks = _int(_required(raw, "num_blocks", f("num_blocks"), why),
+                          f("num_blocks"), minimum=1)
+        block_dim = _int(_required(raw, "block_dim", f("block_dim"), why),
+                         f("block_dim"), minimum=1)
+        fields.update(num_blocks=num_blocks, block_dim=block_dim)
+        k, n = num_blocks, num_blocks * block_dim
+    else:
+        graph = _choice(
+            _required(raw, "graph", f("graph"), "for problem.structure = 'graph'"),
+            f("graph"), _GRAPH_KINDS,
+        )
+        only = {"edges": "edges", "grid_shape": "grid",
+                "max_degree": "random", "num_edges": "random"}
+        for key, kind in only.items():
+            if key in raw and graph != kind:
+                raise ConfigError(
+                    f(key), f"only allowed when problem.graph = {kind!r}, "
+                    f"not {graph!r}",
+                )
+        why = f"for problem.graph = {graph!r}"
+        fields["graph"] = graph
+        if graph == "grid":
+            shape = _list(_required(raw, "grid_shape", f("grid_shape"), why),
+                          f("grid_shape"))
+            if len(shape) != 2:
+                raise ConfigError(
+                    f("grid_shape"), f"must be [rows, cols], got {len(shape)} entries"
+                )
+            rows, cols = (_int(v, f"{f('grid_shape')}[{i}]", minimum=1)
+                          for i, v in enumerate(shape))
+            num_nodes = rows * cols
+            if "num_nodes" in raw:
+                given = _int(raw["num_nodes"], f("num_nodes"), minimum=1)
+                if given != num_nodes:
+                    raise ConfigError(
+                        f("num_nodes"),
+                        f"must be absent or equal rows*cols = {num_nodes} for "
+                        f"problem.graph = 'grid', got {given}",
+                    )
+            fields["grid_shape"] = (rows, cols)
+        else:
+            num_nodes = _int(_required(raw, "num_nodes", f("num_nodes"), why),
+                             f("num_nodes"), minimum=1)
+        fields["num_nodes"] = num_nodes
+
+        if graph == "edges":
+            edges_raw = _list(_required(raw, "edges", f("edges"), why), f("edges"))
+            edges: list[tuple[int, int]] = []
+            seen: set[frozenset] = set()
+            for idx, edge in enumerate(edges_raw):
+                ef = f"{f('edges')}[{idx}]"
+                if not isinstance(edge, (list, tuple)) or len(edge) != 2:
+                    raise ConfigError(
+                        ef, f"must be a pair [i, j] of node indices, got {edge!r}"
+                    )
+                i, j = (_int(v, ef) for v in edge)
+                for node in (i, j):
+                    if not 0 <= node < num_nodes:
+                        raise ConfigError(
+                            ef, f"node index {node} out of range [0, {num_nodes})"
+                        )
+                if i == j:
+                    raise ConfigError(ef, f"self-loop [{i}, {j}] not allowed (i == j)")
+                key = frozenset((i, j))
+                if key in seen:
+                    raise ConfigError(ef, f"duplicate edge [{i}, {j}]")
+                seen.add(key)
+                edges.append((i, j))
+            fields["edges"] = tuple(edges)
+        elif graph == "random":
+            max_degree = _int(_required(raw, "max_degree", f("max_degree"), why),
+                              f("max_degree"), minimum=1)
+            num_edges = _int(_required(raw, "num_edges", f("num_edges"), why),
+                             f("num_edges"), minimum=0)
+            bound = min(num_nodes * max_degree // 2, num_nodes * (num_nodes - 1) // 2)
+            if num_edges > bound:
+                raise ConfigError(
+                    f("num_edges"),
+                    f"must be <= min(num_nodes*max_degree//2, "
+                    f"num_nodes*(num_nodes-1)//2) = {bound}, got {num_edges}",
+                )
+            fields.update(max_degree=max_degree, num_edges=num_edges)
+        fields["graph_seed"] = _int(raw.get("graph_seed", 0), f("graph_seed"),
+                                    minimum=0)
+        k = n = num_nodes
+
+    fields["features"] = _choice(raw.get("features", "linear"), f("features"),
+                                 _FEATURES)
+    fields["rff_dim"] = _int(raw.get("rff_dim", 16), f("rff_dim"), minimum=1)
+    fields["rff_lengthscale"] = _float(raw.get("rff_lengthscale", 0.5),
+                                       f("rff_lengthscale"), gt=0.0)
+    fields["s0"] = _float_or_list(raw.get("s0", 0.5), f("s0"), n,
+                                  "n (number of coordinates)", ge=0.0, le=1.0)
+    fields["theta"] = _parse_theta(_table(raw.get("theta", {}), f("theta")), k)
+    fields["noise"] = _parse_noise(_table(raw.get("noise", {}), f("noise")), k, n)
+    return ProblemConfig(**fields), k, n
+
+
+def _parse_theta(raw: dict, k: int) -> ThetaConfig:
+    path = "problem.theta"
+    _check_keys(raw, path, _THETA_KEYS)
+    f = lambda key: _join(path, key)  # noqa: E731
+    dist = _choice(raw.get("distribution", "normal"), f("distribution"),
+                   ("explicit", "normal", "uniform"))
+    values = None
+    if dist == "explicit":
+        rows = _list(
+            _required(raw, "values", f("values"),
+                      "when problem.theta.distribution = 'explicit'"),
+            f("values"),
+        )
+        if len(rows) != k:
+            raise ConfigError(
+                f("values"),
+                f"expected k = {k} rows (one per criterion), got {len(rows)}",
+            )
+        parsed = []
+        for i, row in enumerate(rows):
+            rf = f"{f('values')}[{i}]"
+            row = _list(row, rf)
+            if not row:
+                raise ConfigError(rf, "row must be a non-empty list of numbers")
+            parsed.append(tuple(_float(v, f"{rf}[{j}]") for j, v in enumerate(row)))
+        values = tuple(parsed)
+    elif "values" in raw:
+        raise ConfigError(
+            f("values"),
+            f"only allowed when problem.theta.distribution = 'explicit', not {dist!r}",
+        )
+    return ThetaConfig(
+        distribution=dist,
+        values=values,
+        scale=_float(raw.get("scale", 1.0), f("scale"), gt=0.0),
+        seed=_int(raw.get("seed", 0), f("seed"), minimum=0),
+        per_seed=_bool(raw.get("per_seed", False), f("per_seed")),
+    )
+
+
+def _parse_noise(raw: dict, k: int, n: int) -> NoiseConfig:
+    path = "problem.noise"
+    _check_keys(raw, path, _NOISE_KEYS)
+    kind = _choice(raw.get("kind", "independent"), _join(path, "kind"),
+                   ("independent", "correlated"))
+    length, desc = ((k, f"k (criteria) for kind {kind!r}") if kind == "independent"
+                    else (n, f"n (coordinates) for kind {kind!r}"))
+    sigma = _float_or_list(raw.get("sigma", 0.5), _join(path, "sigma"), length,
+                           desc, ge=0.0)
+    return NoiseConfig(kind=kind, sigma=sigma)
+
+
+def _parse_agent(values: Mapping, fields: Mapping[str, str], k: int) -> AgentConfig:
+    """Validate merged agent ``values``; ``fields[key]`` is each key's path."""
+    d = AgentConfig()
+
+    def get(key: str) -> tuple[Any, str]:
+        return values.get(key, getattr(d, key)), fields.get(key, f"agent.{key}")
+
+    out: dict[str, Any] = {}
+    v, fld = get("lambda_reg")
+    out["lambda_reg"] = _float_or_list(v, fld, k, "k (criteria)", gt=0.0)
+    v, fld = get("beta")
+    out["beta"] = _float(v, fld, ge=0.0)
+    v, fld = get("beta_mode")
+    out["beta_mode"] = _choice(v, fld, ("constant", "oful"))
+    v, fld = get("oful_delta")
+    out["oful_delta"] = _float(v, fld, gt=0.0, lt=1.0)
+    v, fld = get("oful_S")
+    out["oful_S"] = _float(v, fld, gt=0.0)
+    v, fld = get("oful_sigma")
+    out["oful_sigma"] = None if v is None else _float(v, fld, ge=0.0)
+    v, fld = get("move_cost")
+    out["move_cost"] = _float(v, fld, ge=0.0)
+    v, fld = get("solver")
+    out["solver"] = _choice(v, fld, ("vertex", "pgd"))
+    v, fld = get("pgd_steps")
+    out["pgd_steps"] = _int(v, fld, minimum=1)
+    v, fld = get("pgd_lr")
+    out["pgd_lr"] = _float(v, fld, gt=0.0)
+    v, fld = get("pgd_starts")
+    out["pgd_starts"] = _int(v, fld, minimum=1)
+    v, fld = get("pgd_optimizer")
+    out["pgd_optimizer"] = _choice(v, fld, ("sgd", "adam"))
+    v, fld = get("reference")
+    out["reference"] = _choice(v, fld, ("global", "own"))
+    v, fld = get("trigger_ratio")
+    out["trigger_ratio"] = _float(v, fld, gt=1.0)
+    v, fld = get("refresh_every")
+    out["refresh_every"] = _int(v, fld, minimum=1)
+    return AgentConfig(**out)
+
+
+def _paper_default(obj: Any) -> Any:
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
+    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+
+def _parse_paper(value: Any) -> str:
+    table = _table(value, "paper")
+    try:
+        return json.dumps(table, sort_keys=True, default=_paper_default)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("paper", f"must contain only JSON-serialisable values ({exc})")
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+
+def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
+    """Apply ``"dotted.key=value"`` overrides to a raw config dict.
+
+    The value is parsed as a TOML value (``tomllib.loads("v = " + value)``);
+    if that fails it is used verbatim as a string, so ``agent.solver=pgd``
+    works without quotes. Missing intermediate tables are created.
+
+    Args:
+        raw: Raw (unvalidated) config dict; not modified.
+        overrides: Override strings.
+
+    Returns:
+        A new dict with the overrides applied.
+
+    Raises:
+        ConfigError: With ``field='--set'`` for a malformed override or one
+            that descends into a non-table value.
+    """
+    if isinstance(overrides, str):
+        overrides = (overrides,)
+    result = copy.deepcopy(raw)
+    for item in overrides:
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError("--set", f"expected 'dotted.key=value', got {item!r}")
+        key, value_text = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if not key or any(not p.strip() for p in parts):
+            raise ConfigError("--set", f"invalid key {key!r} in override {item!r}")
+        parts = [p.strip() for p in parts]
+        try:
+            value = tomllib.loads("v = " + value_text)["v"]
+        except tomllib.TOMLDecodeError:
+            value = value_text.strip()
+        node = result
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                prefix = ".".join(parts[: depth + 1])
+                raise ConfigError(
+                    "--set", f"cannot set {key!r}: {prefix!r} is not a table"
+                )
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Validate a raw config dict (e.g. from :func:`tomllib.load`).
+
+    Args:
+        raw: The raw config; not modified.
+        overrides: Optional ``"dotted.key=value"`` overrides, applied first.
+
+    Returns:
+        The validated :class:`ExperimentConfig`.
+
+    Raises:
+        ConfigError: On the first invalid entry, naming its dotted path.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("<root>", f"config must be a table, got {_describe(raw)}")
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+    _check_keys(raw, "", _TOP_KEYS)
+
+    name = _str(_required(raw, "name", "name"), "name", nonempty=True)
+    description = _str(raw.get("description", ""), "description")
+    seeds = _int(raw.get("seeds", 10), "seeds", minimum=1)
+    horizon = _int(raw.get("horizon", 300), "horizon", minimum=1)
+    root_seed = _int(raw.get("root_seed", 0), "root_seed", minimum=0)
+    dtype = _choice(raw.get("dtype", "float32"), "dtype", _DTYPES)
+    record_every = _int(raw.get("record_every", 1), "record_every", minimum=1)
+    paper_json = _parse_paper(raw.get("paper", {}))
+
+    if "problem" not in raw:
+        raise ConfigError("problem", "required table [problem] is missing")
+    problem, k, _n = _parse_problem(_table(raw["problem"], "problem"))
+
+    agent_raw = _table(raw.get("agent", {}), "agent")
+    _check_keys(agent_raw, "agent", _AGENT_KEYS)
+    shared_fields = {key: f"agent.{key}" for key in _AGENT_KEYS}
+    agent = _parse_agent(agent_raw, shared_fields, k)
+
+    if "algorithms" not in raw:
+        raise ConfigError(
+            "algorithms", "at least one [algorithms.NAME] table is required"
+        )
+    algos_raw = _table(raw["algorithms"], "algorithms")
+    if not algos_raw:
+        raise ConfigError(
+            "algorithms", "at least one [algorithms.NAME] table is required"
+        )
+    known = ", ".join(repr(a) for a in sorted(ALGORITHM_NAMES))
+    entries = []
+    for entry_name, entry_raw in algos_raw.items():
+        path = f"algorithms.{entry_name}"
+        if not isinstance(entry_name, str) or not _NAME_RE.fullmatch(entry_name):
+            raise ConfigError(
+                path, f"entry name {entry_name!r} must match [a-z][a-z0-9_]*"
+            )
+        entry_raw = _table(entry_raw, path)
+        _check_keys(entry_raw, path, ("algorithm",) + _AGENT_KEYS)
+        if "algorithm" in entry_raw:
+            algorithm = entry_raw["algorithm"]
+            if not isinstance(algorithm, str) or algorithm not in ALGORITHM_NAMES:
+                raise ConfigError(
+                    f"{path}.algorithm",
+                    f"unknown algorithm {algorithm!r}; must be one of {known}",
+                )
+        else:
+            algorithm = entry_name
+            if algorithm not in ALGORITHM_NAMES:
+                raise ConfigError(
+                    f"{path}.algorithm",
+                    f"missing, and the entry name {entry_name!r} is not a known "
+                    f"algorithm; set it to one of {known}",
+                )
+        overrides_ = {key: v for key, v in entry_raw.items() if key != "algorithm"}
+        merged = {**agent_raw, **overrides_}
+        fields = {
+            key: (f"{path}.{key}" if key in overrides_ else f"agent.{key}")
+            for key in _AGENT_KEYS
+        }
+        entry_agent = _parse_agent(merged, fields, k)
+        if entry_agent.solver == "vertex" and problem.features != "linear":
+            raise ConfigError(
+                fields["solver"],
+                "solver 'vertex' (vertex enumeration) is exact only for linear "
+                f"features, but problem.features = {problem.features!r}; "
+                "use 'pgd'",
+            )
+        entries.append(AlgorithmEntry(entry_name, algorithm, entry_agent))
+
+    return ExperimentConfig(
+        name=name,
+        description=description,
+        seeds=seeds,
+        horizon=horizon,
+        root_seed=root_seed,
+        dtype=dtype,
+        record_every=record_every,
+        problem=problem,
+        agent=agent,
+        algorithms=tuple(entries),
+        paper_json=paper_json,
+    )
+
+
+def load_config(
+    path: str | os.PathLike, overrides: Sequence[str] = ()
+) -> ExperimentConfig:
+    """Read, override and validate a TOML experiment config file.
+
+    Args:
+        path: Path of the TOML file.
+        overrides: Optional ``"dotted.key=value"`` overrides.
+
+    Returns:
+        The validated :class:`ExperimentConfig`.
+
+    Raises:
+        ConfigError: ``field='<file>'`` if the file cannot be read or is not
+            valid TOML; otherwise as :func:`parse_config`.
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError("<file>", f"cannot read config file {os.fspath(path)!r}: {reason}")
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("<file>", f"invalid TOML in {os.fspath(path)!r}: {exc}")
+    return parse_config(raw, overrides)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _dataclass_dict(obj: Any, skip: Sequence[str] = ()) -> dict:
+    """Shallow field dict, tuples to lists, ``None`` fields omitted."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in skip or value is None:
+            continue
+        out[f.name] = _plain(value)
+    return out
+
+
+def config_to_dict(cfg: ExperimentConfig) -> dict:
+    """Fully resolved, JSON-serialisable dict form of ``cfg``.
+
+    Defaults are filled in, ``None`` fields are omitted, every algorithm
+    entry lists its complete merged agent settings, and
+    ``parse_config(config_to_dict(cfg)) == cfg`` holds.
+
+    Args:
+        cfg: A validated config.
+
+    Returns:
+        A new nested dict of str/int/float/bool/list/dict values.
+    """
+    problem = _dataclass_dict(cfg.problem, skip=("theta", "noise"))
+    problem["theta"] = _dataclass_dict(cfg.problem.theta)
+    problem["noise"] = _dataclass_dict(cfg.problem.noise)
+    return {
+        "name": cfg.name,
+        "description": cfg.description,
+        "seeds": cfg.seeds,
+        "horizon": cfg.horizon,
+        "root_seed": cfg.root_seed,
+        "dtype": cfg.dtype,
+        "record_every": cfg.record_every,
+        "problem": problem,
+        "agent": _dataclass_dict(cfg.agent),
+        "algorithms": {
+            e.name: {"algorithm": e.algorithm, **_dataclass_dict(e.agent)}
+            for e in cfg.algorithms
+        },
+        "paper": cfg.paper,
+    }
+
+
+def config_hash(cfg: ExperimentConfig) -> str:
+    """SHA-256 hex digest of the canonical JSON of :func:`config_to_dict`.
+
+    Keys are sorted, except that the algorithm entries are hashed as an
+    ordered list of ``[name, entry]`` pairs so that, like ``==``, the hash
+    depends on their order.
+
+    Args:
+        cfg: A validated config.
+
+    Returns:
+        64-character lowercase hex string.
+    """
+    d = config_to_dict(cfg)
+    d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def num_criteria(cfg: ExperimentConfig | ProblemConfig) -> int:
+    """Number of criteria k (``num_blocks`` for blocks, ``num_nodes`` for graphs).
+
+    Args:
+        cfg: An :class:`ExperimentConfig` or its :class:`ProblemConfig`.
+    """
+    p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
+    return p.num_blocks if p.structure == "blocks" else p.num_nodes
+
+
+def num_coords(cfg: ExperimentConfig | ProblemConfig) -> int:
+    """Number of coordinates n (``num_blocks*block_dim`` or ``num_nodes``).
+
+    Args:
+        cfg: An :class:`ExperimentConfig` or its :class:`ProblemConfig`.
+    """
+    p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
+    if p.structure == "blocks":
+        return p.num_blocks * p.block_dim
+    return p.num_nodes

@@ -1,0 +1,198 @@
+r"""The lower confidence bound and its minimisation over the box (eq. 7).
+
+.. math::
+    \mathrm{LCB}_t(s) = \sum_i \langle \phi_i(s), \hat\theta_{t,i}\rangle
+        - \beta_{t,i} \|\phi_i(s)\|_{V_{t,i}^{-1}}
+
+Two solvers, both restricted to a mask of *free* coordinates (the others stay at the starting
+state, as the asynchronous algorithm needs):
+
+* :func:`minimise_pgd` -- projected gradient descent with an optax optimiser and
+  ``optax.projections.projection_box``, a fixed number of steps (a ``lax.scan``: fixed cost,
+  differentiable), several starts: start 0 is the current state, the others uniform on the box.
+  The best final point is kept.
+* :func:`minimise_vertex` -- exact for linear features: the LCB is then concave in ``s`` (a linear
+  term minus a norm), so its minimum over a box is attained at a vertex. Disjoint scopes are
+  enumerated block by block (``2^m`` vertices each); overlapping scopes enumerate the
+  ``2^n`` vertices of the whole box (small ``n`` only).
+
+Tie rule (exact ties happen while ``theta_hat = 0``): the candidate with the lowest index wins
+(``jnp.argmin``). For PGD, start 0 is the current state, so a tie between starts keeps the
+result reached from the current state. For vertices, vertex ``p`` sets free coordinate ``j``
+(the ``j``-th free coordinate of the block, in scope order) to bit ``j`` of ``p``; the lowest
+``p`` among equal values wins, i.e. ties prefer 0 on the earlier coordinates.
+
+The norm uses ``sqrt(max(q, 1e-12))`` so that its gradient stays finite where ``phi = 0``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from gsjax.problem import Problem, Structure, all_features
+
+__all__ = [
+    "lcb_terms",
+    "lcb_value",
+    "minimise_pgd",
+    "minimise_vertex",
+    "MAX_VERTEX_COORDS",
+]
+
+MAX_VERTEX_COORDS = 16  # whole-box enumeration limit for overlapping scopes
+_TINY = 1e-12
+
+
+def _bonus(phi: jax.Array, inv: jax.Array) -> jax.Array:
+    q = jnp.einsum("...i,...ij,...j->...", phi, inv, phi)
+    return jnp.sqrt(jnp.maximum(q, _TINY))
+
+
+def lcb_terms(phi: jax.Array, theta_hat: jax.Array, inv: jax.Array, beta: jax.Array) -> jax.Array:
+    """Per-criterion LCB ``<phi, theta_hat> - beta ||phi||_{V^{-1}}``; leading axes broadcast."""
+    return jnp.sum(phi * theta_hat, axis=-1) - beta * _bonus(phi, inv)
+
+
+def lcb_value(
+    structure: Structure,
+    problem: Problem,
+    s: jax.Array,
+    theta_hat: jax.Array,
+    inv: jax.Array,
+    beta: jax.Array,
+) -> jax.Array:
+    """() ``LCB(s)`` for the state ``s`` (n,), estimates (k, d), inverses (k, d, d), beta (k,)."""
+    phi = all_features(structure, problem, s)
+    return jnp.sum(lcb_terms(phi, theta_hat, inv, beta))
+
+
+def minimise_pgd(
+    key: jax.Array,
+    structure: Structure,
+    problem: Problem,
+    theta_hat: jax.Array,
+    inv: jax.Array,
+    beta: jax.Array,
+    s_init: jax.Array,
+    free: jax.Array,
+    *,
+    num_steps: int,
+    num_starts: int,
+    learning_rate,
+    optimizer: str = "adam",
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Projected gradient descent on the LCB over the free coordinates.
+
+    Args:
+      key: draws the random starts.
+      s_init: (n,) current state; start 0 and the value of every non-free coordinate.
+      free: (n,) bool mask of coordinates that may move.
+      num_steps, num_starts: static.
+      learning_rate: optimiser step size (may be traced).
+      optimizer: "adam" or "sgd".
+
+    Returns:
+      ``(s, value, residual)``: best final point (n,), its LCB, and the norm of its projected
+      gradient step restricted to the free coordinates (0 at a box-constrained stationary point).
+    """
+    value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
+    grad = jax.grad(value)
+    n = structure.num_coords
+    rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
+    starts = jnp.concatenate([s_init[None], rand], axis=0)
+    starts = jnp.where(free, starts, s_init)
+    if optimizer == "adam":
+        opt = optax.adam(learning_rate)
+    elif optimizer == "sgd":
+        opt = optax.sgd(learning_rate)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; allowed: ('adam', 'sgd')")
+
+    def descend(s0):
+        def body(carry, _):
+            s, st = carry
+            g = jnp.where(free, grad(s), 0.0)
+            u, st = opt.update(g, st, s)
+            s_new = optax.projections.projection_box(optax.apply_updates(s, u), 0.0, 1.0)
+            return (jnp.where(free, s_new, s_init), st), None
+
+        (s, _), _ = jax.lax.scan(body, (s0, opt.init(s0)), None, length=num_steps)
+        return s
+
+    finals = jax.vmap(descend)(starts)
+    values = jax.vmap(value)(finals)
+    best = jnp.argmin(values)
+    s = finals[best]
+    g = jnp.where(free, grad(s), 0.0)
+    residual = jnp.linalg.norm(s - jnp.clip(s - g, 0.0, 1.0))
+    return s, values[best], residual
+
+
+def _bit_table(width: int, dtype) -> jax.Array:
+    """(2^width, width) table; row p holds the bits of p, bit j in column j."""
+    rows = list(itertools.product((0, 1), repeat=width))
+    table = np.array([r[::-1] for r in rows], dtype=np.float64)  # column j = bit j of p
+    return jnp.asarray(table, dtype)
+
+
+def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> jax.Array:
+    """Fill the free entries of ``base`` (w,) with bits (P, w) in order of their rank."""
+    rank = jnp.cumsum(free.astype(jnp.int32)) - 1  # index of each free entry among the free
+    rank = jnp.clip(rank, 0, bits.shape[1] - 1)
+    return jnp.where(free, bits[:, rank], base)
+
+
+def minimise_vertex(
+    structure: Structure,
+    problem: Problem,
+    theta_hat: jax.Array,
+    inv: jax.Array,
+    beta: jax.Array,
+    s_init: jax.Array,
+    free: jax.Array,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Exact minimiser for linear features by vertex enumeration; see the module docstring.
+
+    Returns ``(s, value, residual)`` with residual 0 (the minimiser is exact).
+    """
+    if structure.features != "linear":
+        raise ValueError("vertex enumeration is exact only for linear features; use PGD")
+    dtype = s_init.dtype
+    if structure.disjoint:
+        m = structure.scope_size
+        bits = _bit_table(m, dtype)  # (P, m)
+
+        def per_block(idx, smask, th, iv, bt):
+            base = s_init[idx]
+            fr = free[idx] & smask
+            verts = _vertices_from_free(bits, base, fr)  # (P, m)
+            phi = jnp.where(smask, verts, 0.0)
+            vals = lcb_terms(phi, th, iv, bt)  # (P,)
+            p = jnp.argmin(vals)
+            return verts[p], vals[p]
+
+        best, vals = jax.vmap(per_block)(problem.scopes, problem.scope_mask, theta_hat, inv, beta)
+        idx = problem.scopes.reshape(-1)
+        write = (problem.scope_mask & free[problem.scopes]).reshape(-1)
+        # Padded entries point at coordinate 0; route them to a dummy slot so they never write.
+        tgt = jnp.where(write, idx, structure.num_coords)
+        s = jnp.concatenate([s_init, jnp.zeros((1,), dtype)]).at[tgt].set(best.reshape(-1))[:-1]
+        return s, jnp.sum(vals), jnp.zeros((), dtype)
+
+    n = structure.num_coords
+    if n > MAX_VERTEX_COORDS:
+        raise ValueError(
+            f"vertex enumeration over overlapping scopes needs n <= {MAX_VERTEX_COORDS}; "
+            f"got n = {n}: use the PGD solver"
+        )
+    bits = _bit_table(n, dtype)
+    verts = _vertices_from_free(bits, s_init, free)  # (2^n, n)
+    vals = jax.vmap(lambda v: lcb_value(structure, problem, v, theta_hat, inv, beta))(verts)
+    p = jnp.argmin(vals)
+    return verts[p], vals[p], jnp.zeros((), dtype)
+
