@@ -229,6 +229,8 @@ class AgentConfig:
         pgd_lr: Projected-gradient learning rate (> 0).
         pgd_starts: Number of PGD restarts (>= 1).
         pgd_optimizer: ``'sgd'`` or ``'adam'``.
+        pgd_include_current: Whether PGD start 0 is the current state (else
+            every start is drawn uniformly on the box).
         reference: ``'global'`` or ``'own'``.
         trigger_ratio: Determinant-ratio update trigger (> 1).
         refresh_every: Refresh period in rounds (>= 1).
@@ -246,6 +248,7 @@ class AgentConfig:
     pgd_lr: float = 0.05
     pgd_starts: int = 4
     pgd_optimizer: str = "adam"
+    pgd_include_current: bool = True
     reference: str = "global"
     trigger_ratio: float = 2.0
     refresh_every: int = 1
@@ -657,6 +660,8 @@ def _parse_agent(values: Mapping, fields: Mapping[str, str], k: int) -> AgentCon
     out["pgd_starts"] = _int(v, fld, minimum=1)
     v, fld = get("pgd_optimizer")
     out["pgd_optimizer"] = _choice(v, fld, ("sgd", "adam"))
+    v, fld = get("pgd_include_current")
+    out["pgd_include_current"] = _bool(v, fld)
     v, fld = get("reference")
     out["reference"] = _choice(v, fld, ("global", "own"))
     v, fld = get("trigger_ratio")

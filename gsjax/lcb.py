@@ -85,6 +85,7 @@ def minimise_pgd(
     num_starts: int,
     learning_rate,
     optimizer: str = "adam",
+    include_current: bool = True,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Projected gradient descent on the LCB over the free coordinates.
 
@@ -95,6 +96,8 @@ def minimise_pgd(
       num_steps, num_starts: static.
       learning_rate: optimiser step size (may be traced).
       optimizer: "adam" or "sgd".
+      include_current: start 0 is ``s_init`` (default); when False every start is uniform on
+        the box (the free coordinates), so the answer carries fresh randomness each call.
 
     Returns:
       ``(s, value, residual)``: best final point (n,), its LCB, and the norm of its projected
@@ -103,8 +106,11 @@ def minimise_pgd(
     value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
     grad = jax.grad(value)
     n = structure.num_coords
-    rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
-    starts = jnp.concatenate([s_init[None], rand], axis=0)
+    if include_current:
+        rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
+        starts = jnp.concatenate([s_init[None], rand], axis=0)
+    else:
+        starts = jax.random.uniform(key, (num_starts, n), s_init.dtype)
     starts = jnp.where(free, starts, s_init)
     if optimizer == "adam":
         opt = optax.adam(learning_rate)

@@ -68,6 +68,7 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
             key, structure, problem, theta_hat, stats.inv, beta, s_init, free,
             num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
             learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
+            include_current=spec.pgd_include_current,
         )
 
     def init(key, params: AgentParams, problem: Problem) -> BanditState:

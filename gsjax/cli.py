@@ -1,0 +1,180 @@
+"""Command line: ``gsjax run``, ``gsjax reproduce``, ``gsjax plot``, ``gsjax check``.
+
+User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
+with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gsjax.config import ConfigError, ExperimentConfig, config_hash, config_to_dict, load_config
+
+__all__ = ["main", "find_config", "run_config", "DEFAULT_CONFIG"]
+
+DEFAULT_CONFIG = "section7_2"
+_REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def config_dirs() -> list[Path]:
+    """Where built-in config names are looked up: ``./configs``, then the repository's."""
+    dirs = [Path.cwd() / "configs", _REPO_CONFIGS]
+    out = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
+            out.append(d)
+    return out
+
+
+def find_config(name_or_path: str) -> Path:
+    """A config path from a path or a built-in name (``section7_1`` -> ``configs/section7_1.toml``)."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    for d in config_dirs():
+        for cand in (d / name_or_path, d / f"{name_or_path}.toml"):
+            if cand.is_file():
+                return cand
+    known = sorted({c.stem for d in config_dirs() for c in d.glob("*.toml")})
+    raise ConfigError("<file>", f"no config file or built-in config {name_or_path!r}; built-in: {known}")
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+            text=True, timeout=5,
+        )
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True) -> dict:
+    """Run a validated config and write its folder; returns the summary dict.
+
+    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures.
+    """
+    from gsjax import experiment, plotting, results
+
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    built = experiment.build(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    results.write_json(out / "config.json", config_to_dict(cfg))
+    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
+        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
+    res = experiment.run_experiment(cfg, built, log=log)
+    summary = experiment.summarise(res)
+    summary["meta"].update(
+        config_hash=config_hash(cfg),
+        git_commit=_git_commit(),
+        wall_seconds=time.perf_counter() - t0,
+    )
+    arrays = experiment.arrays(res)
+    results.write_npz(out / "arrays.npz", arrays)
+    if figures:
+        paths = plotting.plot_all(arrays, out, name=cfg.name)
+        summary["meta"]["figures"] = [p.name for p in paths]
+    results.write_json(out / "summary.json", summary)
+    log(f"wrote {out}/summary.json")
+    return summary
+
+
+def _cmd_run(args) -> int:
+    overrides = list(args.set or [])
+    if args.seeds is not None:
+        overrides.append(f"seeds={args.seeds}")
+    if args.horizon is not None:
+        overrides.append(f"horizon={args.horizon}")
+    path = find_config(args.config)
+    cfg = load_config(path, overrides)
+    out = args.out or Path("runs") / cfg.name
+    run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print)
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from gsjax import experiment
+
+    path = find_config(args.config)
+    cfg = load_config(path, list(args.set or []))
+    experiment.build(cfg)
+    print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms)")
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from gsjax import plotting, results
+
+    d = Path(args.dir)
+    if not (d / "arrays.npz").is_file():
+        raise ConfigError("<file>", f"{d}/arrays.npz not found: not a gsjax run folder")
+    arrays = results.read_npz(d / "arrays.npz")
+    name = results.read_json(d / "summary.json")["meta"].get("name", d.name)
+    for p in plotting.plot_all(arrays, d, name=name):
+        print(p)
+    return 0
+
+
+def _cmd_reproduce(args) -> int:
+    from gsjax import report
+
+    report.reproduce(Path(args.out), quick=args.quick, only=args.only, log=print)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gsjax",
+        description="Graph-structured continuous-state linear bandits with movement costs.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run one experiment config")
+    r.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
+                   help=f"config path or built-in name (default: {DEFAULT_CONFIG})")
+    r.add_argument("--seeds", type=int, help="override the number of seeds")
+    r.add_argument("--horizon", type=int, help="override the horizon T")
+    r.add_argument("--out", type=Path, help="output folder (default: runs/NAME)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set agent.beta=0.3 (repeatable)")
+    r.add_argument("--quiet", action="store_true", help="print nothing")
+    r.set_defaults(func=_cmd_run)
+
+    c = sub.add_parser("check", help="validate a config and build its problem, without running")
+    c.add_argument("config")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE")
+    c.set_defaults(func=_cmd_check)
+
+    pl = sub.add_parser("plot", help="redraw the figures of a run folder from its saved arrays")
+    pl.add_argument("dir")
+    pl.set_defaults(func=_cmd_plot)
+
+    rp = sub.add_parser("reproduce", help="run every paper experiment and write report.md")
+    rp.add_argument("--out", default="runs/reproduce", help="output folder")
+    rp.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, not the paper's)")
+    rp.add_argument("--only", action="append", help="only these experiments (repeatable)")
+    rp.set_defaults(func=_cmd_reproduce)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

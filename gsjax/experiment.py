@@ -1,0 +1,305 @@
+"""From a validated config to results: build the problem and algorithms, run, summarise, save.
+
+:func:`build` turns an :class:`~gsjax.config.ExperimentConfig` into JAX objects and performs
+the checks that need the built structure (explicit ``theta*`` row lengths, the vertex solver's
+limits, ``record_every``); every failure is a :class:`~gsjax.config.ConfigError` naming the
+field, raised before anything is compiled. :func:`run_experiment` runs every algorithm entry
+over the same seeds (the same keys, hence the same noise draws for every algorithm), and
+:func:`summarise` reduces the runs to the ``summary.json`` schema.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsjax import graphs
+from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
+from gsjax.config import AgentConfig, ConfigError, ExperimentConfig, ProblemConfig
+from gsjax.lcb import MAX_VERTEX_COORDS
+from gsjax.problem import Problem, Structure, make_problem, make_structure
+from gsjax.runner import SweepResult, sweep
+
+__all__ = [
+    "BuiltAlgorithm",
+    "Built",
+    "ExperimentResult",
+    "build_scopes",
+    "build",
+    "run_experiment",
+    "summarise",
+    "arrays",
+]
+
+
+class BuiltAlgorithm(NamedTuple):
+    name: str  # the config entry's name
+    kind: str  # registered algorithm name
+    algo: BanditAlgorithm
+    spec: AgentSpec
+    params: AgentParams
+    move_cost: float
+
+
+class Built(NamedTuple):
+    cfg: ExperimentConfig
+    scopes: graphs.Scopes
+    structure: Structure
+    problem: Problem  # leading seed axis when theta is drawn per seed
+    problem_per_seed: bool
+    algorithms: tuple[BuiltAlgorithm, ...]
+    dtype: object
+
+
+class ExperimentResult(NamedTuple):
+    built: Built
+    seed_ids: np.ndarray
+    horizon: int
+    runs: dict  # name -> SweepResult
+
+
+def build_scopes(pc: ProblemConfig) -> graphs.Scopes:
+    """Scopes from the problem config (graph generators run on the host)."""
+    if pc.structure == "blocks":
+        return graphs.block_scopes(pc.num_blocks, pc.block_dim)
+    n = pc.num_nodes
+    if pc.graph == "edges":
+        edges = pc.edges
+    elif pc.graph == "chain":
+        edges = graphs.chain_edges(n)
+    elif pc.graph == "grid":
+        edges = graphs.grid_edges(*pc.grid_shape)
+    elif pc.graph == "complete":
+        edges = graphs.complete_edges(n)
+    else:
+        edges = graphs.random_bounded_degree_edges(n, pc.max_degree, pc.num_edges, pc.graph_seed)
+    return graphs.graph_scopes(n, edges)
+
+
+def _per_criterion(value, k: int, dtype) -> jax.Array:
+    return jnp.broadcast_to(jnp.asarray(value, dtype), (k,))
+
+
+def _noise_sigma_per_criterion(pc: ProblemConfig, scopes: graphs.Scopes) -> np.ndarray:
+    """Each criterion's noise standard deviation (for the OFUL radius)."""
+    k = scopes.index.shape[0]
+    if pc.noise.kind == "independent":
+        return np.broadcast_to(np.asarray(pc.noise.sigma, float), (k,)).copy()
+    sig = np.broadcast_to(np.asarray(pc.noise.sigma, float), (scopes.num_coords,))
+    var = np.where(scopes.mask, sig[scopes.index] ** 2, 0.0).sum(axis=1)
+    return np.sqrt(var)
+
+
+def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSpec, AgentParams]:
+    spec = AgentSpec(
+        solver=ac.solver,
+        pgd_steps=ac.pgd_steps,
+        pgd_starts=ac.pgd_starts,
+        pgd_optimizer=ac.pgd_optimizer,
+        pgd_include_current=ac.pgd_include_current,
+        beta_mode=ac.beta_mode,
+        reference=ac.reference,
+        refresh_every=ac.refresh_every,
+    )
+    oful_sigma = sigma_k if ac.oful_sigma is None else ac.oful_sigma
+    params = AgentParams(
+        lambda_reg=_per_criterion(ac.lambda_reg, k, dtype),
+        beta=_per_criterion(ac.beta, k, dtype),
+        pgd_lr=jnp.asarray(ac.pgd_lr, dtype),
+        log_trigger=jnp.asarray(math.log(ac.trigger_ratio), dtype),
+        oful_delta=jnp.asarray(ac.oful_delta, dtype),
+        oful_S=jnp.asarray(ac.oful_S, dtype),
+        oful_sigma=_per_criterion(oful_sigma, k, dtype),
+    )
+    return spec, params
+
+
+def build(cfg: ExperimentConfig) -> Built:
+    """Build the structure, problem and algorithms of a config; raises ConfigError early."""
+    if cfg.dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
+    dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+    if cfg.horizon % cfg.record_every:
+        raise ConfigError(
+            "record_every",
+            f"must divide horizon ({cfg.horizon}); got {cfg.record_every}",
+        )
+    pc = cfg.problem
+    scopes = build_scopes(pc)
+    structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
+    k = structure.num_criteria
+
+    th = pc.theta
+    if th.distribution == "explicit":
+        fmask_rows = _feature_counts(structure, scopes)
+        for i, row in enumerate(th.values):
+            if len(row) != fmask_rows[i]:
+                raise ConfigError(
+                    f"problem.theta.values[{i}]",
+                    f"criterion {i} has {fmask_rows[i]} {pc.features} features "
+                    f"(scope {list(scopes.index[i][scopes.mask[i]])}); got {len(row)} values",
+                )
+
+    def make(key):
+        return make_problem(
+            key,
+            structure,
+            scopes,
+            theta_distribution=th.distribution,
+            theta_values=th.values,
+            theta_scale=th.scale,
+            noise_sigma=pc.noise.sigma,
+            s0=pc.s0,
+            rff_lengthscale=pc.rff_lengthscale,
+            dtype=dtype,
+        )
+
+    problem_key = jax.random.key(th.seed)
+    per_seed = bool(th.per_seed and th.distribution != "explicit")
+    if per_seed:
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
+            problem_key, jnp.arange(cfg.seeds, dtype=jnp.uint32)
+        )
+        problem = jax.jit(jax.vmap(make))(keys)
+    else:
+        problem = jax.jit(make)(problem_key)
+
+    sigma_k = _noise_sigma_per_criterion(pc, scopes)
+    built_algos = []
+    for entry in cfg.algorithms:
+        ac = entry.agent
+        if ac.solver == "vertex" and not structure.disjoint and structure.num_coords > MAX_VERTEX_COORDS:
+            raise ConfigError(
+                f"algorithms.{entry.name}.solver",
+                f"vertex enumeration over overlapping scopes needs n <= {MAX_VERTEX_COORDS} "
+                f"coordinates (here n = {structure.num_coords}); use 'pgd'",
+            )
+        if entry.algorithm not in REGISTRY:
+            raise ConfigError(
+                f"algorithms.{entry.name}.algorithm",
+                f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
+            )
+        spec, params = _agent(ac, k, sigma_k, dtype)
+        algo = REGISTRY[entry.algorithm](structure, spec)
+        built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, ac.move_cost))
+    return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype)
+
+
+def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
+    sizes = scopes.mask.sum(axis=1)
+    if structure.features == "linear":
+        return [int(m) for m in sizes]
+    if structure.features == "quadratic":
+        return [int(2 * m + 1) for m in sizes]
+    return [structure.rff_dim] * len(sizes)
+
+
+def run_experiment(cfg: ExperimentConfig, built: Built | None = None, log=None) -> ExperimentResult:
+    """Run every algorithm entry of ``cfg`` over seeds ``0 .. cfg.seeds - 1``.
+
+    Args:
+      cfg: validated config.
+      built: a :func:`build` result to reuse (built from ``cfg`` when omitted).
+      log: optional ``print``-like callable for one line per algorithm.
+    """
+    built = build(cfg) if built is None else built
+    seed_ids = np.arange(cfg.seeds)
+    root = jax.random.key(cfg.root_seed)
+    runs = {}
+    for ba in built.algorithms:
+        res = sweep(
+            root, seed_ids, ba.algo, built.structure, built.problem, ba.params, ba.move_cost,
+            cfg.horizon, cfg.record_every, built.problem_per_seed,
+        )
+        runs[ba.name] = res
+        if log is not None:
+            t = res.totals
+            log(
+                f"{ba.name:>14s}: regret {float(np.mean(t.prediction_regret)):10.2f}  "
+                f"movement {float(np.mean(t.movement_cost)):9.2f}  "
+                f"updates {float(np.mean(t.updates.sum(-1))):8.1f}  "
+                f"(compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s)"
+            )
+    return ExperimentResult(built, seed_ids, cfg.horizon, runs)
+
+
+def _mean_stderr(x: np.ndarray) -> dict:
+    x = np.asarray(x, np.float64)
+    n = x.shape[0]
+    mean = x.mean(axis=0)
+    stderr = x.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
+    if np.ndim(mean) == 0:
+        return {"mean": float(mean), "stderr": float(stderr)}
+    return {"mean": mean.tolist(), "stderr": stderr.tolist()}
+
+
+def summarise(result: ExperimentResult) -> dict:
+    """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details)."""
+    algos = {}
+    compile_s = run_s = 0.0
+    for name, res in result.runs.items():
+        t = res.totals
+        algos[name] = {
+            "algorithm": next(b.kind for b in result.built.algorithms if b.name == name),
+            "prediction_regret": _mean_stderr(t.prediction_regret),
+            "movement_cost": _mean_stderr(t.movement_cost),
+            "total_regret": _mean_stderr(t.prediction_regret + t.movement_cost),
+            "total_updates": _mean_stderr(t.updates.sum(-1)),
+            "total_changes": _mean_stderr(t.changes.sum(-1)),
+            "updates_per_criterion": _mean_stderr(t.updates),
+            "changes_per_criterion": _mean_stderr(t.changes),
+            "triggers_per_criterion": _mean_stderr(t.triggers),
+            "reoptimisations": _mean_stderr(t.reoptimisations),
+            "max_lcb_residual": float(np.max(t.max_lcb_residual)),
+            "compile_seconds": res.compile_seconds,
+            "run_seconds": res.run_seconds,
+        }
+        compile_s += res.compile_seconds
+        run_s += res.run_seconds
+    b = result.built
+    p = b.problem
+    meta = {
+        "name": b.cfg.name,
+        "seeds": int(len(result.seed_ids)),
+        "horizon": int(result.horizon),
+        "dtype": b.cfg.dtype,
+        "num_criteria": b.structure.num_criteria,
+        "num_coords": b.structure.num_coords,
+        "features": b.structure.features,
+        "jax_version": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "compile_seconds": compile_s,
+        "run_seconds": run_s,
+        "s_star_residual_max": float(np.max(np.asarray(p.s_star_residual))),
+    }
+    if not b.problem_per_seed:
+        meta["s_star"] = np.asarray(p.s_star).tolist()
+        meta["loss_star"] = float(p.loss_star)
+    return {"algorithms": algos, "meta": meta}
+
+
+def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
+    """Flat name -> array mapping for ``arrays.npz`` (per algorithm ``NAME/field``)."""
+    out: dict[str, np.ndarray] = {}
+    cfg = result.built.cfg
+    out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
+    out["seed_ids"] = np.asarray(result.seed_ids)
+    p = result.built.problem
+    out["problem/theta"] = np.asarray(p.theta)
+    out["problem/s_star"] = np.asarray(p.s_star)
+    out["problem/loss_star"] = np.asarray(p.loss_star)
+    out["problem/scopes"] = np.asarray(p.scopes)
+    out["problem/scope_mask"] = np.asarray(p.scope_mask)
+    for ba in result.built.algorithms:
+        out[f"{ba.name}/lambda_reg"] = np.asarray(ba.params.lambda_reg)
+    for name, res in result.runs.items():
+        for field, val in res.totals._asdict().items():
+            out[f"{name}/totals/{field}"] = np.asarray(val)
+        for field, val in res.records._asdict().items():
+            out[f"{name}/{field}"] = np.asarray(val)
+    return out
+

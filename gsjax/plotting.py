@@ -1,0 +1,121 @@
+"""Figures drawn only from saved results (``arrays.npz`` + ``summary.json``).
+
+matplotlib (Agg backend) is a dependency because every ``gsjax run`` writes PNG figures; it is
+the standard, well-kept plotting library and nothing hand-written would match it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["plot_all", "plot_trajectories", "plot_curves", "plot_per_criterion"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _names(arrays: dict) -> list[str]:
+    seen = []
+    for key in arrays:
+        if key.endswith("/cum_regret"):
+            seen.append(key.split("/")[0])
+    return seen
+
+
+def _save(fig, path: Path) -> Path:
+    from gsjax.results import atomic_write_bytes
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def plot_trajectories(arrays: dict, path, seed: int = 0, max_coords: int = 2, title: str = ""):
+    """The played state of one seed over time, first coordinates of criterion 0's scope."""
+    plt = _plt()
+    names = _names(arrays)
+    rounds = arrays["rounds"]
+    scope = arrays["problem/scopes"][0][arrays["problem/scope_mask"][0]][:max_coords]
+    s_star = arrays["problem/s_star"]
+    fig, axes = plt.subplots(1, len(scope), figsize=(5.5 * len(scope), 3.6), squeeze=False)
+    for ax, j in zip(axes[0], scope):
+        for name in names:
+            ax.step(rounds, arrays[f"{name}/action"][seed, :, j], where="post", label=name, lw=1.2)
+        if s_star.ndim == 1:
+            ax.axhline(s_star[j], color="k", ls=":", lw=1, label="s*")
+        ax.set_xlabel("round t")
+        ax.set_ylabel(f"s_t[{j}]")
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or f"state trajectory, seed {seed}")
+    return _save(fig, Path(path))
+
+
+def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = "", logx: bool = False):
+    """Mean over seeds of a cumulative curve with a +-1 standard-error band."""
+    plt = _plt()
+    rounds = arrays["rounds"]
+    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    for name in _names(arrays):
+        x = arrays[f"{name}/{field}"].astype(np.float64)
+        mean = x.mean(0)
+        se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else np.zeros_like(mean)
+        ax.plot(rounds, mean, label=name, lw=1.5)
+        ax.fill_between(rounds, mean - se, mean + se, alpha=0.25)
+    ax.set_xlabel("round t")
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, Path(path))
+
+
+def plot_per_criterion(arrays: dict, path, title: str = ""):
+    """Mean updates (re-optimisations) and actual changes per criterion, per algorithm."""
+    plt = _plt()
+    names = [n for n in _names(arrays) if f"{n}/totals/updates" in arrays]
+    k = arrays[f"{names[0]}/totals/updates"].shape[-1]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
+    width = 0.8 / max(len(names), 1)
+    idx = np.arange(k)
+    for ax, field, label in zip(axes, ("updates", "changes"), ("re-optimisations", "value changes")):
+        for a, name in enumerate(names):
+            x = arrays[f"{name}/totals/{field}"].astype(np.float64)
+            mean = x.mean(0)
+            se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else None
+            ax.bar(idx + a * width, mean, width, yerr=se, label=name, capsize=2)
+        ax.set_xticks(idx + width * (len(names) - 1) / 2, [str(i) for i in idx])
+        ax.set_xlabel("criterion (clique) id")
+        ax.set_ylabel(f"{label} per run")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title or "updates vs actual changes per criterion")
+    return _save(fig, Path(path))
+
+
+def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
+    """Every standard figure of a run folder; returns the paths written."""
+    out = Path(out_dir)
+    paths = [
+        plot_trajectories(arrays, out / "trajectories.png", title=f"{name}: state trajectory (seed 0)"),
+        plot_curves(arrays, out / "movement.png", "cum_movement", "cumulative movement cost",
+                    title=f"{name}: movement cost"),
+        plot_curves(arrays, out / "regret.png", "cum_regret", "cumulative prediction regret",
+                    title=f"{name}: prediction regret"),
+    ]
+    names = _names(arrays)
+    if names and arrays[f"{names[0]}/totals/updates"].shape[-1] > 1:
+        paths.append(plot_per_criterion(arrays, out / "per_criterion.png", title=name))
+    return paths
