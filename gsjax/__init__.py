@@ -1,3 +1,30 @@
-"""gsjax: graph-structured, continuous-state linear bandits with movement costs, in JAX."""
+"""gsjax: graph-structured, continuous-state linear bandits with movement costs, in JAX.
+
+The public surface:
+
+* problems -- :mod:`gsjax.graphs` (scopes and graph generators), :mod:`gsjax.problem`
+  (feature maps, feedback, ``s*``);
+* algorithms -- :data:`gsjax.algorithms.REGISTRY` of pure ``init/act/update`` triples;
+* running -- :func:`gsjax.runner.run` (one seed, one ``lax.scan``), :func:`gsjax.runner.sweep`
+  (``vmap`` over seeds);
+* experiments -- :func:`gsjax.config.load_config`, :func:`gsjax.experiment.run_experiment`,
+  the ``gsjax`` command line.
+"""
+
+from gsjax import algorithms, graphs, lcb, linalg, problem, runner
+from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
+from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_config
+from gsjax.graphs import Scopes, block_scopes, graph_scopes
+from gsjax.problem import Feedback, Problem, Structure, make_problem, make_structure
+from gsjax.runner import run, seed_keys, sweep
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "algorithms", "graphs", "lcb", "linalg", "problem", "runner",
+    "REGISTRY", "AgentParams", "AgentSpec", "BanditAlgorithm",
+    "ConfigError", "ExperimentConfig", "load_config", "parse_config",
+    "Scopes", "block_scopes", "graph_scopes",
+    "Feedback", "Problem", "Structure", "make_problem", "make_structure",
+    "run", "seed_keys", "sweep",
+]

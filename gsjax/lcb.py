@@ -16,8 +16,10 @@ state, as the asynchronous algorithm needs):
   enumerated block by block (``2^m`` vertices each); overlapping scopes enumerate the
   ``2^n`` vertices of the whole box (small ``n`` only).
 
-Tie rule (exact ties happen while ``theta_hat = 0``): the candidate with the lowest index wins
-(``jnp.argmin``). For PGD, start 0 is the current state, so a tie between starts keeps the
+Tie rule (exact ties happen while ``theta_hat = 0``, and in symmetric states such as a block
+after its first all-ones round): among candidates whose values are within
+``64 eps max(1, |min|)`` of the minimum, the lowest index wins (:func:`first_min`). The
+tolerance makes the rule hold for ties of exact arithmetic that rounding splits by an ulp. For PGD, start 0 is the current state, so a tie between starts keeps the
 result reached from the current state. For vertices, vertex ``p`` sets free coordinate ``j``
 (the ``j``-th free coordinate of the block, in scope order) to bit ``j`` of ``p``; the lowest
 ``p`` among equal values wins, i.e. ties prefer 0 on the earlier coordinates.
@@ -42,10 +44,18 @@ __all__ = [
     "minimise_pgd",
     "minimise_vertex",
     "MAX_VERTEX_COORDS",
+    "first_min",
 ]
 
 MAX_VERTEX_COORDS = 16  # whole-box enumeration limit for overlapping scopes
 _TINY = 1e-12
+
+
+def first_min(values: jax.Array) -> jax.Array:
+    """Index of the first entry within ``64 eps max(1, |min|)`` of the minimum of (P,) values."""
+    m = jnp.min(values)
+    tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
+    return jnp.argmax(values <= m + tol)
 
 
 def _bonus(phi: jax.Array, inv: jax.Array) -> jax.Array:
@@ -132,7 +142,7 @@ def minimise_pgd(
 
     finals = jax.vmap(descend)(starts)
     values = jax.vmap(value)(finals)
-    best = jnp.argmin(values)
+    best = first_min(values)
     s = finals[best]
     g = jnp.where(free, grad(s), 0.0)
     residual = jnp.linalg.norm(s - jnp.clip(s - g, 0.0, 1.0))
@@ -179,7 +189,7 @@ def minimise_vertex(
             verts = _vertices_from_free(bits, base, fr)  # (P, m)
             phi = jnp.where(smask, verts, 0.0)
             vals = lcb_terms(phi, th, iv, bt)  # (P,)
-            p = jnp.argmin(vals)
+            p = first_min(vals)
             return verts[p], vals[p]
 
         best, vals = jax.vmap(per_block)(problem.scopes, problem.scope_mask, theta_hat, inv, beta)
@@ -199,6 +209,6 @@ def minimise_vertex(
     bits = _bit_table(n, dtype)
     verts = _vertices_from_free(bits, s_init, free)  # (2^n, n)
     vals = jax.vmap(lambda v: lcb_value(structure, problem, v, theta_hat, inv, beta))(verts)
-    p = jnp.argmin(vals)
+    p = first_min(vals)
     return verts[p], vals[p], jnp.zeros((), dtype)
 

@@ -7,7 +7,10 @@ the ``act`` key and ``fold_in(key_t, 2)`` the ``update`` key. A seed's run is th
 same in a batch of 1, 4 or 1000 seeds, and the same whatever rounds are run in a call.
 
 Per-round outputs are reduced on device: totals over the run (:class:`RunTotals`) and, every
-``record_every`` rounds, the cumulative curves and the played state (:class:`Records`).
+``record_every`` rounds, the cumulative curves and the played state (:class:`Records`). With
+``record_every = 1`` every round is kept: the action, and (by differencing the cumulative
+arrays) the round's prediction regret, movement cost, which criteria triggered, were updated and
+changed value; the coordinates that changed are where consecutive actions differ.
 Round ``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` with ``s_0`` the problem's start,
 so the first move is charged like any other. A criterion's "change" in round ``t`` means some
 coordinate of its scope took a new value (``s_t != s_{t-1}``), whatever triggered it.
@@ -44,8 +47,9 @@ class Records(NamedTuple):
 
     cum_regret: jax.Array  # (R,) cumulative prediction regret
     cum_movement: jax.Array  # (R,) cumulative movement cost
-    cum_updates: jax.Array  # (R,) int32 cumulative sum over criteria of updates
-    cum_changes: jax.Array  # (R,) int32 cumulative sum over criteria of changes
+    cum_updates: jax.Array  # (R, k) int32 cumulative updates (re-optimisations) per criterion
+    cum_changes: jax.Array  # (R, k) int32 cumulative value changes per criterion
+    cum_triggers: jax.Array  # (R, k) int32 cumulative trigger firings per criterion
     action: jax.Array  # (R, n) state played at the recorded round
 
 
@@ -119,8 +123,9 @@ def run(
         rec = Records(
             cum_regret=tot.prediction_regret,
             cum_movement=tot.movement_cost,
-            cum_updates=jnp.sum(tot.updates),
-            cum_changes=jnp.sum(tot.changes),
+            cum_updates=tot.updates,
+            cum_changes=tot.changes,
+            cum_triggers=tot.triggers,
             action=actions[-1],
         )
         return carry, rec
@@ -149,6 +154,8 @@ def make_sweep(
     """``jit(vmap(run))`` over seed keys (and over problems when drawn per seed).
 
     The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
+    Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
+    the last bits from a larger batch's; :func:`sweep` pads that case.
     """
 
     def one(key, problem, params, move_cost):
@@ -173,8 +180,19 @@ def sweep(
     record_every: int = 1,
     problem_per_seed: bool = False,
 ) -> SweepResult:
-    """Compile, run and time a seed sweep; compile time is reported apart from run time."""
-    keys = seed_keys(root_key, jnp.asarray(seed_ids, jnp.uint32))
+    """Compile, run and time a seed sweep; compile time is reported apart from run time.
+
+    A single seed is run as a batch of two (the seed twice) and the copy dropped: XLA compiles
+    a size-1 ``vmap`` differently, and its float results could differ from the same seed's row
+    in a larger batch in the last bits.
+    """
+    seed_ids = jnp.asarray(seed_ids, jnp.uint32)
+    num = seed_ids.shape[0]
+    if num == 1:
+        seed_ids = jnp.concatenate([seed_ids, seed_ids])
+        if problem_per_seed:
+            problem = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), problem)
+    keys = seed_keys(root_key, seed_ids)
     fn = make_sweep(algo, structure, horizon, record_every, problem_per_seed)
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
     t0 = time.perf_counter()
@@ -184,4 +202,6 @@ def sweep(
     totals, records = jax.block_until_ready((totals, records))
     t2 = time.perf_counter()
     totals, records = jax.device_get((totals, records))
+    if num == 1:
+        totals, records = jax.tree_util.tree_map(lambda a: a[:1], (totals, records))
     return SweepResult(totals, records, compile_seconds=t1 - t0, run_seconds=t2 - t1)

@@ -50,7 +50,7 @@ class AgentSpec:
 class BanditState(NamedTuple):
     """What the next round needs."""
 
-    stats: RidgeStats  # per criterion: gram (k,d,d), inv (k,d,d), b (k,d), logdet (k,)
+    stats: RidgeStats  # per criterion: data_gram (k,d,d), lam (k,), inv (k,d,d), b (k,d), logdet (k,)
     logdet_ref: jax.Array  # (k,) log det V at each criterion's reference (last update)
     s: jax.Array  # (n,) active policy s_active, the state played next round
     t: jax.Array  # () int32, observations so far

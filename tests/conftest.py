@@ -1,0 +1,45 @@
+"""Shared fixtures for the gsjax tests."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@pytest.fixture
+def key():
+    """A typed root key."""
+    return jax.random.key(0)
+
+
+@pytest.fixture
+def x64():
+    """Enable 64-bit types for one test, restoring the previous setting afterwards."""
+    with jax.enable_x64(True):
+        yield
+
+
+def _agent_params(k, dtype, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, log_trigger=math.log(2.0),
+                  oful_delta=0.1, oful_S=1.0, oful_sigma=0.5):
+    from gsjax.algorithms import AgentParams
+
+    vec = lambda v: jnp.broadcast_to(jnp.asarray(v, dtype), (k,))
+    sca = lambda v: jnp.asarray(v, dtype)
+    return AgentParams(
+        lambda_reg=vec(lambda_reg),
+        beta=vec(beta),
+        pgd_lr=sca(pgd_lr),
+        log_trigger=sca(log_trigger),
+        oful_delta=sca(oful_delta),
+        oful_S=sca(oful_S),
+        oful_sigma=vec(oful_sigma),
+    )
+
+
+@pytest.fixture
+def make_params():
+    """Factory ``make_params(k, dtype, **overrides) -> AgentParams`` (log_trigger = log 2)."""
+    return _agent_params

@@ -1,0 +1,157 @@
+"""The command line and the experiment pipeline: files, schema, errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gsjax import cli
+from gsjax.config import ConfigError, load_config
+from gsjax import experiment
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = sorted((REPO / "configs").glob("*.toml"))
+
+TINY = """
+name = "tiny"
+seeds = 3
+horizon = 12
+record_every = 3
+[problem]
+structure = "blocks"
+num_blocks = 2
+block_dim = 2
+[problem.theta]
+distribution = "explicit"
+values = [[-0.5, 0.3], [0.2, -0.4]]
+[agent]
+lambda_reg = [0.1, 1.0]
+beta = 0.5
+[algorithms.linucb]
+[algorithms.lazy]
+[algorithms.async_lazy]
+"""
+
+
+def _write(tmp_path, text, name="c.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_run_writes_files_and_summary_schema(tmp_path):
+    cfg_path = _write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert cli.main(["run", str(cfg_path), "--out", str(out), "--quiet"]) == 0
+    for f in ("config.json", "summary.json", "arrays.npz", "movement.png", "regret.png",
+              "trajectories.png", "per_criterion.png"):
+        assert (out / f).is_file(), f
+    s = json.loads((out / "summary.json").read_text())
+    assert set(s["algorithms"]) == {"linucb", "lazy", "async_lazy"}
+    for a in s["algorithms"].values():
+        for key in ("prediction_regret", "movement_cost", "total_updates"):
+            assert set(a[key]) >= {"mean", "stderr"}
+        for key in ("updates_per_criterion", "changes_per_criterion"):
+            assert len(a[key]["mean"]) == 2 and len(a[key]["stderr"]) == 2
+    meta = s["meta"]
+    assert meta["seeds"] == 3 and meta["horizon"] == 12
+    for key in ("jax_version", "devices", "compile_seconds", "run_seconds"):
+        assert key in meta
+    # LinUCB re-optimises every criterion every round.
+    assert s["algorithms"]["linucb"]["total_updates"]["mean"] == 2 * 12
+    # The summary agrees with the saved arrays (mean and standard error recomputed here).
+    z = np.load(out / "arrays.npz")
+    move = z["lazy/totals/movement_cost"].astype(np.float64)
+    assert np.isclose(s["algorithms"]["lazy"]["movement_cost"]["mean"], move.mean())
+    assert np.isclose(s["algorithms"]["lazy"]["movement_cost"]["stderr"],
+                      move.std(ddof=1) / np.sqrt(3))
+    # The last recorded cumulative movement is the run's total.
+    np.testing.assert_allclose(z["lazy/cum_movement"][:, -1], z["lazy/totals/movement_cost"], rtol=1e-6)
+    assert z["lazy/action"].shape == (3, 4, 4)
+    # The resolved config reloads to the same config.
+    resolved = json.loads((out / "config.json").read_text())
+    assert resolved["seeds"] == 3
+
+
+def test_overrides_from_the_command_line(tmp_path):
+    cfg_path = _write(tmp_path, TINY)
+    out = tmp_path / "o"
+    rc = cli.main(["run", str(cfg_path), "--out", str(out), "--quiet", "--seeds", "2",
+                   "--horizon", "6", "--set", "agent.beta=0.1", "--set", "record_every=2"])
+    assert rc == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["seeds"] == 2 and cfg["horizon"] == 6 and cfg["agent"]["beta"] == 0.1
+    assert np.load(out / "arrays.npz")["rounds"].tolist() == [2, 4, 6]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--set", "agent.lambda_reg=-1"], "agent.lambda_reg"),
+        (["--set", "algorithms.lazy.algorithm=nope"], "algorithms.lazy.algorithm"),
+        (["--set", "record_every=5"], "record_every"),
+        (["--set", "problem.theta.values=[[1.0], [0.1, 0.2]]"], "problem.theta.values[0]"),
+        (["--set", "bogus=1"], "bogus"),
+        (["--set", "agent.beta"], "--set"),
+    ],
+)
+def test_bad_input_exits_2_with_the_field_named(tmp_path, capsys, args, needle):
+    cfg_path = _write(tmp_path, TINY)
+    rc = cli.main(["run", str(cfg_path), "--out", str(tmp_path / "x"), "--quiet", *args])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x" / "summary.json").exists()
+
+
+def test_missing_config_file(capsys):
+    assert cli.main(["run", "no_such_config_anywhere"]) == 2
+    assert "no config file" in capsys.readouterr().err
+
+
+def test_vertex_solver_refused_on_large_overlapping_graph():
+    raw = {
+        "name": "g", "problem": {"structure": "graph", "graph": "chain", "num_nodes": 20},
+        "algorithms": {"lazy": {}},
+    }
+    from gsjax.config import parse_config
+
+    with pytest.raises(ConfigError) as e:
+        experiment.build(parse_config(raw))
+    assert e.value.field == "algorithms.lazy.solver"
+
+
+def test_python_dash_m_and_console_script_agree(tmp_path):
+    cfg_path = _write(tmp_path, TINY)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gsjax", "check", str(cfg_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+    bad = _write(tmp_path, TINY.replace("seeds = 3", "seeds = 0"), "bad.toml")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gsjax", "check", str(bad)], capture_output=True, text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: seeds:")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_runs_at_a_tiny_size(tmp_path, path):
+    """Each shipped config (and each of its sensitivity variants) builds; the base one runs."""
+    cfg = load_config(path, ["seeds=2", "horizon=4", "record_every=1"])
+    summary = cli.run_config(cfg, tmp_path / cfg.name, log=lambda *a: None, figures=False)
+    assert set(summary["algorithms"]) == set(cfg.algorithm_names)
+    for a in summary["algorithms"].values():
+        assert np.isfinite(a["prediction_regret"]["mean"])
+        assert a["prediction_regret"]["mean"] >= -1e-4  # s* is the minimiser
+    for v in cfg.paper.get("sensitivity", []):
+        vcfg = load_config(path, ["seeds=2", "horizon=4", "record_every=1", *v["set"]])
+        experiment.build(vcfg)
