@@ -96,6 +96,8 @@ def plot_per_criterion(arrays: dict, path, title: str = ""):
             mean = x.mean(0)
             se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else None
             ax.bar(idx + a * width, mean, width, yerr=se, label=name, capsize=2)
+        if field == "updates":
+            ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
         ax.set_xticks(idx + width * (len(names) - 1) / 2, [str(i) for i in idx])
         ax.set_xlabel("criterion (clique) id")
         ax.set_ylabel(f"{label} per run")
