@@ -27,7 +27,16 @@ import jax.numpy as jnp
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
 from gsjax.problem import Problem, Structure, observe
 
-__all__ = ["RunTotals", "Records", "seed_keys", "run", "make_sweep", "sweep", "SweepResult"]
+__all__ = [
+    "RunTotals",
+    "Records",
+    "seed_keys",
+    "run",
+    "run_compact",
+    "make_sweep",
+    "sweep",
+    "SweepResult",
+]
 
 
 class RunTotals(NamedTuple):
@@ -58,6 +67,58 @@ def seed_keys(root_key: jax.Array, seed_ids: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(root_key, seed_ids)
 
 
+def _zero_totals(k: int, dtype) -> RunTotals:
+    zero_i = jnp.zeros((k,), jnp.int32)
+    return RunTotals(
+        prediction_regret=jnp.zeros((), dtype),
+        movement_cost=jnp.zeros((), dtype),
+        updates=zero_i,
+        changes=zero_i,
+        triggers=zero_i,
+        reoptimisations=jnp.zeros((), jnp.int32),
+        max_lcb_residual=jnp.zeros((), dtype),
+    )
+
+
+def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move_cost) -> RunTotals:
+    """One round's contribution to the totals of one seed."""
+    changed = action != s_prev  # (n,)
+    crit_changed = jnp.any(changed[problem.scopes] & problem.scope_mask, axis=-1)
+    return RunTotals(
+        prediction_regret=tot.prediction_regret + (fb.expected_loss - problem.loss_star),
+        movement_cost=tot.movement_cost + move_cost * jnp.sum(jnp.abs(action - s_prev)),
+        updates=tot.updates + info.updated.astype(jnp.int32),
+        changes=tot.changes + crit_changed.astype(jnp.int32),
+        triggers=tot.triggers + info.triggered.astype(jnp.int32),
+        reoptimisations=tot.reoptimisations + info.reoptimised.astype(jnp.int32),
+        max_lcb_residual=jnp.maximum(tot.max_lcb_residual, info.lcb_residual),
+    )
+
+
+def _scan_rounds(round_fn, carry, horizon: int, record_every: int):
+    """Outer scan over record blocks, inner scan over rounds ``t0+1 .. t0+record_every``.
+
+    ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``.
+    """
+    if horizon % record_every:
+        raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
+
+    def block(carry, t0):
+        carry, actions = jax.lax.scan(round_fn, carry, t0 + jnp.arange(1, record_every + 1))
+        tot = carry[2]
+        rec = Records(
+            cum_regret=tot.prediction_regret,
+            cum_movement=tot.movement_cost,
+            cum_updates=tot.updates,
+            cum_changes=tot.changes,
+            cum_triggers=tot.triggers,
+            action=actions[-1],
+        )
+        return carry, rec
+
+    return jax.lax.scan(block, carry, jnp.arange(0, horizon, record_every))
+
+
 def run(
     seed_key: jax.Array,
     algo: BanditAlgorithm,
@@ -82,21 +143,8 @@ def run(
     Returns:
       ``(final_state, totals, records)``.
     """
-    if horizon % record_every:
-        raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
-    k = structure.num_criteria
-    dtype = problem.theta.dtype
     state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
-    zero_i = jnp.zeros((k,), jnp.int32)
-    totals = RunTotals(
-        prediction_regret=jnp.zeros((), dtype),
-        movement_cost=jnp.zeros((), dtype),
-        updates=zero_i,
-        changes=zero_i,
-        triggers=zero_i,
-        reoptimisations=jnp.zeros((), jnp.int32),
-        max_lcb_residual=jnp.zeros((), dtype),
-    )
+    totals = _zero_totals(structure.num_criteria, problem.theta.dtype)
 
     def round_(carry, t):
         state, s_prev, tot = carry
@@ -104,35 +152,109 @@ def run(
         action, state = algo.act(jax.random.fold_in(key_t, 1), state, params, problem)
         fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
         state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
-        changed = action != s_prev  # (n,)
-        crit_changed = jnp.any(changed[problem.scopes] & problem.scope_mask, axis=-1)
-        tot = RunTotals(
-            prediction_regret=tot.prediction_regret + (fb.expected_loss - problem.loss_star),
-            movement_cost=tot.movement_cost + move_cost * jnp.sum(jnp.abs(action - s_prev)),
-            updates=tot.updates + info.updated.astype(jnp.int32),
-            changes=tot.changes + crit_changed.astype(jnp.int32),
-            triggers=tot.triggers + info.triggered.astype(jnp.int32),
-            reoptimisations=tot.reoptimisations + info.reoptimised.astype(jnp.int32),
-            max_lcb_residual=jnp.maximum(tot.max_lcb_residual, info.lcb_residual),
-        )
+        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost)
         return (state, action, tot), action
 
-    def block(carry, t0):
-        carry, actions = jax.lax.scan(round_, carry, t0 + jnp.arange(1, record_every + 1))
-        tot = carry[2]
-        rec = Records(
-            cum_regret=tot.prediction_regret,
-            cum_movement=tot.movement_cost,
-            cum_updates=tot.updates,
-            cum_changes=tot.changes,
-            cum_triggers=tot.triggers,
-            action=actions[-1],
-        )
-        return carry, rec
-
-    starts = jnp.arange(0, horizon, record_every)
-    (state, _, totals), records = jax.lax.scan(block, (state, problem.s0, totals), starts)
+    (state, _, totals), records = _scan_rounds(
+        round_, (state, problem.s0, totals), horizon, record_every
+    )
     return state, totals, records
+
+
+def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer: int):
+    """Solve only the seeds whose request asks for it, ``buffer`` seeds at a time.
+
+    The seeds that re-optimise are gathered into a fixed-size buffer (``jnp.nonzero`` with a
+    static size), solved with a ``vmap`` of the buffer's width, and scattered back; a
+    ``while_loop`` runs ``ceil(count / buffer)`` such chunks, so the round costs what its
+    triggers cost, not ``seeds x solver``. Per seed the solver sees exactly the inputs of the
+    ``where`` form (:func:`run`), so results are the same.
+    """
+    num = requests.reoptimise.shape[0]
+    padded = -(-num // buffer) * buffer
+    idx_all = jnp.nonzero(requests.reoptimise, size=padded, fill_value=num)[0]
+    count = jnp.sum(requests.reoptimise.astype(jnp.int32))
+    num_chunks = (count + buffer - 1) // buffer
+    dtype = states.s.dtype
+
+    def take(tree, idx):
+        return jax.tree_util.tree_map(lambda a: a[idx], tree)
+
+    def body(c, carry):
+        s_out, r_out = carry
+        idx = jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
+        gidx = jnp.minimum(idx, num - 1)  # padding entries read a real row, then are dropped
+        prob = take(problem, gidx) if pax == 0 else problem
+        s_b, r_b = jax.vmap(algo.solve, in_axes=(0, 0, 0, None, pax))(
+            keys[gidx], take(states, gidx), take(requests, gidx), params, prob
+        )
+        s_out = s_out.at[idx].set(s_b, mode="drop")
+        r_out = r_out.at[idx].set(r_b, mode="drop")
+        return s_out, r_out
+
+    init = (states.s, jnp.zeros((num,), dtype))
+    return jax.lax.fori_loop(0, num_chunks, body, init)
+
+
+def run_compact(
+    seed_keys_: jax.Array,
+    algo: BanditAlgorithm,
+    structure: Structure,
+    problem: Problem,
+    params: AgentParams,
+    move_cost,
+    horizon: int,
+    record_every: int = 1,
+    buffer: int = 8,
+    problem_per_seed: bool = False,
+) -> tuple[BanditState, RunTotals, Records]:
+    """A batch of seeds stepped together, re-optimising only the seeds that triggered.
+
+    Same keys, same per-seed arithmetic and same results as ``vmap(run)``; the cost of a
+    round follows the number of seeds that re-optimise in it (DESIGN section 4). Needs an
+    algorithm with ``prepare``/``solve``. The round loop is a ``lax.scan`` outside the seed
+    axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
+    differentiable (use :func:`run` for gradients).
+    """
+    if algo.prepare is None or algo.solve is None:
+        raise ValueError(f"algorithm {algo.name!r} has no prepare/solve split; use run")
+    pax = 0 if problem_per_seed else None
+    fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+    states = jax.vmap(algo.init, in_axes=(0, None, pax))(fold(seed_keys_, 0), params, problem)
+    num = seed_keys_.shape[0]
+    totals = jax.vmap(lambda _: _zero_totals(structure.num_criteria, problem.theta.dtype))(
+        jnp.arange(num)
+    )
+    s0 = jnp.broadcast_to(problem.s0, states.s.shape)
+    observe_b = jax.vmap(lambda key, prob, s: observe(key, structure, prob, s), in_axes=(0, pax, 0))
+    act_b = jax.vmap(algo.act, in_axes=(0, 0, None, pax))
+    prepare_b = jax.vmap(algo.prepare, in_axes=(0, 0, 0, 0, None, pax))
+    accumulate_b = jax.vmap(_accumulate, in_axes=(0, pax, 0, 0, 0, 0, None))
+
+    def round_(carry, t):
+        states, s_prev, tot = carry
+        key_t = fold(seed_keys_, t)
+        k_upd = fold(key_t, 2)
+        action, states = act_b(fold(key_t, 1), states, params, problem)
+        fb = observe_b(fold(key_t, 0), problem, action)
+        states, requests, info = prepare_b(k_upd, states, action, fb, params, problem)
+        if algo.always_solves:
+            s_new, resid = jax.vmap(algo.solve, in_axes=(0, 0, 0, None, pax))(
+                k_upd, states, requests, params, problem
+            )
+        else:
+            s_new, resid = _solve_compacted(
+                algo, k_upd, states, requests, params, problem, pax, min(buffer, num)
+            )
+        states = states._replace(s=s_new)
+        info = info._replace(lcb_residual=resid)
+        tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost)
+        return (states, action, tot), action
+
+    (states, _, totals), records = _scan_rounds(round_, (states, s0, totals), horizon, record_every)
+    # Records come out round-major (R, S, ...); put the seed axis first as vmap(run) does.
+    records = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
+    return states, totals, records
 
 
 class SweepResult(NamedTuple):
@@ -150,13 +272,29 @@ def make_sweep(
     horizon: int,
     record_every: int = 1,
     problem_per_seed: bool = False,
+    compact: bool = False,
+    buffer: int = 8,
 ):
-    """``jit(vmap(run))`` over seed keys (and over problems when drawn per seed).
+    """A jitted sweep over seed keys (and over problems when drawn per seed).
+
+    ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
+    cost every round, the lazy ``cond`` becoming a select under ``vmap``).
+    ``compact=True``: :func:`run_compact`, whose solver cost follows the triggers.
 
     The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
     Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
     the last bits from a larger batch's; :func:`sweep` pads that case.
     """
+    if compact:
+
+        def batch(keys, problem, params, move_cost):
+            _, totals, records = run_compact(
+                keys, algo, structure, problem, params, move_cost, horizon, record_every,
+                buffer, problem_per_seed,
+            )
+            return totals, records
+
+        return jax.jit(batch)
 
     def one(key, problem, params, move_cost):
         _, totals, records = run(
@@ -179,12 +317,17 @@ def sweep(
     horizon: int,
     record_every: int = 1,
     problem_per_seed: bool = False,
+    compact: bool | None = None,
+    buffer: int | None = None,
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
     A single seed is run as a batch of two (the seed twice) and the copy dropped: XLA compiles
     a size-1 ``vmap`` differently, and its float results could differ from the same seed's row
     in a larger batch in the last bits.
+
+    ``compact=None`` chooses :func:`run_compact` for algorithms with a ``prepare``/``solve``
+    split that do not re-optimise every round; ``buffer=None`` uses ``max(2, seeds // 16)``.
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
@@ -193,7 +336,11 @@ def sweep(
         if problem_per_seed:
             problem = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), problem)
     keys = seed_keys(root_key, seed_ids)
-    fn = make_sweep(algo, structure, horizon, record_every, problem_per_seed)
+    if compact is None:
+        compact = algo.prepare is not None and not algo.always_solves
+    if buffer is None:
+        buffer = max(2, int(seed_ids.shape[0]) // 16)
+    fn = make_sweep(algo, structure, horizon, record_every, problem_per_seed, compact, buffer)
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
     t0 = time.perf_counter()
     compiled = fn.lower(keys, problem, params, move_cost).compile()

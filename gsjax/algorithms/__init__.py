@@ -5,7 +5,14 @@ with :func:`register`.
 """
 
 from gsjax.algorithms import async_lazy, lazy, linucb
-from gsjax.algorithms.base import AgentParams, AgentSpec, BanditAlgorithm, BanditInfo, BanditState
+from gsjax.algorithms.base import (
+    AgentParams,
+    AgentSpec,
+    BanditAlgorithm,
+    BanditInfo,
+    BanditState,
+    SolveRequest,
+)
 
 __all__ = [
     "REGISTRY",
@@ -16,6 +23,7 @@ __all__ = [
     "BanditAlgorithm",
     "BanditInfo",
     "BanditState",
+    "SolveRequest",
 ]
 
 REGISTRY = {

@@ -25,7 +25,14 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import lcb, linalg
-from gsjax.algorithms.base import AgentParams, AgentSpec, BanditAlgorithm, BanditInfo, BanditState
+from gsjax.algorithms.base import (
+    AgentParams,
+    AgentSpec,
+    BanditAlgorithm,
+    BanditInfo,
+    BanditState,
+    SolveRequest,
+)
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
 __all__ = ["KINDS", "make_ucb", "exploration_radius", "coords_of"]
@@ -84,8 +91,10 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
         del key, params, problem
         return state.s, state
 
-    def update(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
-               problem: Problem):
+    def prepare(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
+                problem: Problem):
+        """Statistics, trigger and references; the policy ``state.s`` is left unchanged."""
+        del key
         dtype = problem.theta.dtype
         phi = all_features(structure, problem, action)  # (k, d)
         t = state.t + 1
@@ -101,7 +110,7 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
         k = structure.num_criteria
 
         if kind == "linucb":
-            reopt = True
+            reopt = jnp.ones((), bool)
             free = jnp.ones((n,), bool)
             updated = jnp.ones((k,), bool)
             logdet_ref = stats.logdet
@@ -116,24 +125,39 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
             free = coords_of(problem, triggered, n)
             updated = triggered
             logdet_ref = jnp.where(triggered, stats.logdet, state.logdet_ref)
-
-        def do_solve(_):
-            s, _, res = solve(key, stats, beta, state.s, free, params, problem)
-            return s, res
-
-        def keep(_):
-            return state.s, jnp.zeros((), dtype)
-
-        if reopt is True:
-            s_new, residual = do_solve(None)
-        else:
-            s_new, residual = jax.lax.cond(reopt, do_solve, keep, None)
+        new_state = BanditState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t)
+        request = SolveRequest(reoptimise=reopt, free=free, beta=beta)
         info = BanditInfo(
             triggered=triggered,
             updated=updated,
-            reoptimised=jnp.asarray(reopt),
-            lcb_residual=residual,
+            reoptimised=reopt,
+            lcb_residual=jnp.zeros((), dtype),
         )
-        return BanditState(stats=stats, logdet_ref=logdet_ref, s=s_new, t=t), info
+        return new_state, request, info
 
-    return BanditAlgorithm(name=kind, init=init, act=act, update=update)
+    def solve_request(key, state: BanditState, request: SolveRequest, params: AgentParams,
+                      problem: Problem):
+        """The re-minimised policy ``(s, residual)`` for a prepared state (ignores the flag)."""
+        s, _, res = solve(key, state.stats, request.beta, state.s, request.free, params, problem)
+        return s, res
+
+    def update(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
+               problem: Problem):
+        state, request, info = prepare(key, state, action, feedback, params, problem)
+
+        def do_solve(_):
+            return solve_request(key, state, request, params, problem)
+
+        def keep(_):
+            return state.s, info.lcb_residual
+
+        if kind == "linucb":
+            s_new, residual = do_solve(None)
+        else:
+            s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep, None)
+        return state._replace(s=s_new), info._replace(lcb_residual=residual)
+
+    return BanditAlgorithm(
+        name=kind, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
+        always_solves=(kind == "linucb"),
+    )

@@ -7,6 +7,11 @@ seed; the runner adds ``lax.scan`` over rounds and ``vmap`` over seeds:
 * ``act(key, state, params, problem) -> (action, state)`` -- the state to play this round;
 * ``update(key, state, action, feedback, params, problem) -> (state, BanditInfo)`` -- add the
   round's observation, decide whether to re-optimise, and if so compute the next policy.
+
+``update`` is ``prepare`` (statistics, trigger, references: cheap) followed, when the returned
+:class:`SolveRequest` asks for it, by ``solve`` (the LCB minimisation: expensive). An algorithm
+that exposes the two halves lets a batched runner solve only the seeds that triggered
+(:func:`gsjax.runner.make_sweep` with ``compact=True``); ``update`` is the reference form.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ import jax
 
 from gsjax.linalg import RidgeStats
 
-__all__ = ["AgentParams", "AgentSpec", "BanditState", "BanditInfo", "BanditAlgorithm"]
+__all__ = [
+    "AgentParams",
+    "AgentSpec",
+    "BanditState",
+    "BanditInfo",
+    "SolveRequest",
+    "BanditAlgorithm",
+]
 
 
 class AgentParams(NamedTuple):
@@ -65,15 +77,30 @@ class BanditInfo(NamedTuple):
     lcb_residual: jax.Array  # () projected-gradient norm of the solver's answer (0 if kept)
 
 
+class SolveRequest(NamedTuple):
+    """What ``prepare`` asks of ``solve`` for one seed."""
+
+    reoptimise: jax.Array  # () bool: re-minimise this round
+    free: jax.Array  # (n,) bool: coordinates that may move
+    beta: jax.Array  # (k,) exploration radius for this round
+
+
 InitFn = Callable[..., BanditState]
 ActFn = Callable[..., tuple]
 UpdateFn = Callable[..., tuple]
 
 
 class BanditAlgorithm(NamedTuple):
-    """An algorithm as pure functions with its static settings bound by closure."""
+    """An algorithm as pure functions with its static settings bound by closure.
+
+    ``prepare`` and ``solve`` are optional (None for algorithms without the split).
+    ``always_solves`` marks algorithms that re-optimise every round (no compaction possible).
+    """
 
     name: str
     init: InitFn
     act: ActFn
     update: UpdateFn
+    prepare: Callable | None = None
+    solve: Callable | None = None
+    always_solves: bool = False
