@@ -35,6 +35,7 @@ __all__ = [
     "run_compact",
     "make_sweep",
     "sweep",
+    "shard_seed_axis",
     "SweepResult",
 ]
 
@@ -257,6 +258,27 @@ def run_compact(
     return states, totals, records
 
 
+def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
+    """Place the seed axis of ``keys`` (and of a per-seed problem) on a 1-D device mesh.
+
+    Returns ``(keys, problem)``; a shared problem is replicated.
+    """
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    # Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
+    # under which vmap refuses operands with different shardings).
+    mesh = jax.make_mesh(
+        (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
+    )
+    by_seed = NamedSharding(mesh, PartitionSpec("seeds"))
+    keys = jax.device_put(keys, by_seed)
+    if per_seed_problem is not None:
+        problem = jax.device_put(per_seed_problem, by_seed)
+    else:
+        problem = jax.device_put(problem, NamedSharding(mesh, PartitionSpec()))
+    return keys, problem
+
+
 class SweepResult(NamedTuple):
     """Host copies of a sweep's outputs (leading axis: seeds) and its timings."""
 
@@ -319,6 +341,7 @@ def sweep(
     problem_per_seed: bool = False,
     compact: bool | None = None,
     buffer: int | None = None,
+    shard: bool | None = None,
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
@@ -328,14 +351,28 @@ def sweep(
 
     ``compact=None`` chooses :func:`run_compact` for algorithms with a ``prepare``/``solve``
     split that do not re-optimise every round; ``buffer=None`` uses ``max(2, seeds // 16)``.
+
+    ``shard=None`` shards the seed axis over all devices when there are several (a 1-D mesh
+    ``("seeds",)``; ``jit`` partitions the program); the seed count is padded to a multiple of
+    the device count with copies of the first seed, dropped afterwards. Keys depend only on
+    global seed ids, so a sharded sweep gives the unsharded numbers.
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
-    if num == 1:
-        seed_ids = jnp.concatenate([seed_ids, seed_ids])
+    ndev = jax.device_count()
+    if shard is None:
+        shard = ndev > 1
+    target = max(2, -(-num // ndev) * ndev if shard else num)
+    if target > num:
+        fill = jnp.full((target - num,), seed_ids[0], jnp.uint32)
+        seed_ids = jnp.concatenate([seed_ids, fill])
         if problem_per_seed:
-            problem = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), problem)
+            problem = jax.tree_util.tree_map(
+                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], target - num, axis=0)]), problem
+            )
     keys = seed_keys(root_key, seed_ids)
+    if shard:
+        keys, problem = shard_seed_axis(keys, problem if problem_per_seed else None, problem)
     if compact is None:
         compact = algo.prepare is not None and not algo.always_solves
     if buffer is None:
@@ -349,6 +386,6 @@ def sweep(
     totals, records = jax.block_until_ready((totals, records))
     t2 = time.perf_counter()
     totals, records = jax.device_get((totals, records))
-    if num == 1:
-        totals, records = jax.tree_util.tree_map(lambda a: a[:1], (totals, records))
+    if target > num:
+        totals, records = jax.tree_util.tree_map(lambda a: a[:num], (totals, records))
     return SweepResult(totals, records, compile_seconds=t1 - t0, run_seconds=t2 - t1)
