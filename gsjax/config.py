@@ -37,6 +37,10 @@ TOML layout (defaults in parentheses)::
     algorithm = "lazy"              # defaults to the table name
     beta = 2.0                      # any [agent] key overrides the shared value
 
+    [grid]                          # optional: run every algorithm on a grid of
+    beta = [0.25, 0.5, 1.0]         # float hyperparameters (Cartesian product) in
+    lambda_reg = [0.1, 1.0]         # one compiled program; keys: GRID_FIELDS
+
 Only the standard library is imported here, so the module can be used by
 command-line tools without pulling in JAX.
 """
@@ -60,6 +64,7 @@ __all__ = [
     "AlgorithmEntry",
     "ConfigError",
     "ExperimentConfig",
+    "GRID_FIELDS",
     "NoiseConfig",
     "ProblemConfig",
     "ThetaConfig",
@@ -286,6 +291,9 @@ class ExperimentConfig:
             should use ``AlgorithmEntry.agent``, which includes overrides
             (and is the one cross-checked against the problem).
         algorithms: Algorithm entries in file order.
+        grid: ``[grid]`` axes in file order, ``(agent field, values)``; every
+            algorithm runs on the Cartesian product of the axes in one compiled
+            program. Empty for an ordinary run.
         paper_json: The free-form ``[paper]`` table as canonical JSON
             (sorted keys); use the :attr:`paper` property for a dict.
     """
@@ -301,6 +309,7 @@ class ExperimentConfig:
     agent: AgentConfig = dataclasses.field(default_factory=AgentConfig)
     algorithms: tuple[AlgorithmEntry, ...] = ()
     paper_json: str = "{}"
+    grid: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @property
     def paper(self) -> dict:
@@ -321,7 +330,7 @@ _MISSING = object()
 
 _TOP_KEYS = (
     "name", "description", "seeds", "horizon", "root_seed", "dtype",
-    "record_every", "paper", "problem", "agent", "algorithms",
+    "record_every", "paper", "problem", "agent", "algorithms", "grid",
 )
 _BLOCK_KEYS = ("num_blocks", "block_dim")
 _GRAPH_KEYS = (
@@ -824,6 +833,8 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
             )
         entries.append(AlgorithmEntry(entry_name, algorithm, entry_agent))
 
+    grid = _parse_grid(raw.get("grid", {}))
+
     return ExperimentConfig(
         name=name,
         description=description,
@@ -836,7 +847,43 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
         agent=agent,
         algorithms=tuple(entries),
         paper_json=paper_json,
+        grid=grid,
     )
+
+
+# Agent fields a [grid] may vary (float hyperparameters), with their allowed ranges.
+GRID_FIELDS = {
+    "beta": dict(ge=0.0),
+    "lambda_reg": dict(gt=0.0),
+    "move_cost": dict(ge=0.0),
+    "pgd_lr": dict(gt=0.0),
+    "trigger_ratio": dict(gt=1.0),
+    "oful_delta": dict(gt=0.0, lt=1.0),
+    "oful_S": dict(gt=0.0),
+}
+MAX_GRID_POINTS = 4096
+
+
+def _parse_grid(value: Any) -> tuple:
+    table = _table(value, "grid")
+    _check_keys(table, "grid", tuple(GRID_FIELDS))
+    axes = []
+    size = 1
+    for key, vals in table.items():
+        field = f"grid.{key}"
+        vals = _list(vals, field)
+        if not vals:
+            raise ConfigError(field, "must list at least one value")
+        parsed = tuple(
+            _float(v, f"{field}[{i}]", **GRID_FIELDS[key]) for i, v in enumerate(vals)
+        )
+        if len(set(parsed)) != len(parsed):
+            raise ConfigError(field, "values must be distinct")
+        axes.append((key, parsed))
+        size *= len(parsed)
+    if size > MAX_GRID_POINTS:
+        raise ConfigError("grid", f"{size} grid points; at most {MAX_GRID_POINTS} allowed")
+    return tuple(axes)
 
 
 def load_config(
@@ -914,6 +961,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
             for e in cfg.algorithms
         },
         "paper": cfg.paper,
+        **({"grid": {key: list(vals) for key, vals in cfg.grid}} if cfg.grid else {}),
     }
 
 

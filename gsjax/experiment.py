@@ -10,6 +10,8 @@ over the same seeds (the same keys, hence the same noise draws for every algorit
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from typing import NamedTuple
 
@@ -29,6 +31,7 @@ __all__ = [
     "Built",
     "ExperimentResult",
     "build_scopes",
+    "grid_points",
     "build",
     "run_experiment",
     "summarise",
@@ -60,6 +63,14 @@ class ExperimentResult(NamedTuple):
     seed_ids: np.ndarray
     horizon: int
     runs: dict  # name -> SweepResult
+
+
+def grid_points(cfg: ExperimentConfig) -> list[dict]:
+    """The ``[grid]`` points in order (Cartesian product, first axis slowest); ``[{}]`` if none."""
+    if not cfg.grid:
+        return [{}]
+    names = [name for name, _ in cfg.grid]
+    return [dict(zip(names, vals)) for vals in itertools.product(*(v for _, v in cfg.grid))]
 
 
 def build_scopes(pc: ProblemConfig) -> graphs.Scopes:
@@ -184,8 +195,16 @@ def build(cfg: ExperimentConfig) -> Built:
                 f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
             )
         spec, params = _agent(ac, k, sigma_k, dtype)
+        move_cost = ac.move_cost
+        if cfg.grid:
+            per_point = [
+                dataclasses.replace(ac, **point) for point in grid_points(cfg)
+            ]
+            stacked = [_agent(p, k, sigma_k, dtype)[1] for p in per_point]
+            params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
+            move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)
-        built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, ac.move_cost))
+        built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype)
 
 
@@ -213,11 +232,18 @@ def run_experiment(cfg: ExperimentConfig, built: Built | None = None, log=None) 
     for ba in built.algorithms:
         res = sweep(
             root, seed_ids, ba.algo, built.structure, built.problem, ba.params, ba.move_cost,
-            cfg.horizon, cfg.record_every, built.problem_per_seed,
+            cfg.horizon, cfg.record_every, built.problem_per_seed, grid=bool(cfg.grid),
         )
         runs[ba.name] = res
         if log is not None:
             t = res.totals
+            if cfg.grid:
+                total = np.mean(t.prediction_regret + t.movement_cost, axis=-1)
+                g = int(np.argmin(total))
+                log(f"{ba.name:>14s}: {len(total)} grid points, best {grid_points(cfg)[g]} "
+                    f"total regret {total[g]:.2f} (compile {res.compile_seconds:.1f}s, "
+                    f"run {res.run_seconds:.1f}s)")
+                continue
             log(
                 f"{ba.name:>14s}: regret {float(np.mean(t.prediction_regret)):10.2f}  "
                 f"movement {float(np.mean(t.movement_cost)):9.2f}  "
@@ -237,36 +263,57 @@ def _mean_stderr(x: np.ndarray) -> dict:
     return {"mean": mean.tolist(), "stderr": stderr.tolist()}
 
 
+def _algo_summary(t, kind: str) -> dict:
+    """Summary of one algorithm's totals with a leading seed axis."""
+    return {
+        "algorithm": kind,
+        "prediction_regret": _mean_stderr(t.prediction_regret),
+        "movement_cost": _mean_stderr(t.movement_cost),
+        "total_regret": _mean_stderr(t.prediction_regret + t.movement_cost),
+        "total_updates": _mean_stderr(t.updates.sum(-1)),
+        "total_changes": _mean_stderr(t.changes.sum(-1)),
+        "updates_per_criterion": _mean_stderr(t.updates),
+        "changes_per_criterion": _mean_stderr(t.changes),
+        "triggers_per_criterion": _mean_stderr(t.triggers),
+        "reoptimisations": _mean_stderr(t.reoptimisations),
+        "max_lcb_residual": float(np.max(t.max_lcb_residual)),
+    }
+
+
 def summarise(result: ExperimentResult) -> dict:
-    """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details)."""
+    """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details).
+
+    For a ``[grid]`` run, ``algorithms[NAME]`` describes the grid point with the lowest mean
+    total regret (named in its ``grid_point``), and ``grid`` lists every point.
+    """
+    cfg = result.built.cfg
+    kinds = {b.name: b.kind for b in result.built.algorithms}
+    points = grid_points(cfg)
     algos = {}
+    grid_rows = [{"point": p, "algorithms": {}} for p in points] if cfg.grid else None
     compile_s = run_s = 0.0
     for name, res in result.runs.items():
-        t = res.totals
-        algos[name] = {
-            "algorithm": next(b.kind for b in result.built.algorithms if b.name == name),
-            "prediction_regret": _mean_stderr(t.prediction_regret),
-            "movement_cost": _mean_stderr(t.movement_cost),
-            "total_regret": _mean_stderr(t.prediction_regret + t.movement_cost),
-            "total_updates": _mean_stderr(t.updates.sum(-1)),
-            "total_changes": _mean_stderr(t.changes.sum(-1)),
-            "updates_per_criterion": _mean_stderr(t.updates),
-            "changes_per_criterion": _mean_stderr(t.changes),
-            "triggers_per_criterion": _mean_stderr(t.triggers),
-            "reoptimisations": _mean_stderr(t.reoptimisations),
-            "max_lcb_residual": float(np.max(t.max_lcb_residual)),
-            "compile_seconds": res.compile_seconds,
-            "run_seconds": res.run_seconds,
-        }
+        timing = {"compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
+        if cfg.grid:
+            per = [
+                _algo_summary(jax.tree_util.tree_map(lambda a: a[g], res.totals), kinds[name])
+                for g in range(len(points))
+            ]
+            for row, summ in zip(grid_rows, per):
+                row["algorithms"][name] = summ
+            best = int(np.argmin([p["total_regret"]["mean"] for p in per]))
+            algos[name] = {**per[best], "grid_point": points[best], **timing}
+        else:
+            algos[name] = {**_algo_summary(res.totals, kinds[name]), **timing}
         compile_s += res.compile_seconds
         run_s += res.run_seconds
     b = result.built
     p = b.problem
     meta = {
-        "name": b.cfg.name,
+        "name": cfg.name,
         "seeds": int(len(result.seed_ids)),
         "horizon": int(result.horizon),
-        "dtype": b.cfg.dtype,
+        "dtype": cfg.dtype,
         "num_criteria": b.structure.num_criteria,
         "num_coords": b.structure.num_coords,
         "features": b.structure.features,
@@ -279,11 +326,18 @@ def summarise(result: ExperimentResult) -> dict:
     if not b.problem_per_seed:
         meta["s_star"] = np.asarray(p.s_star).tolist()
         meta["loss_star"] = float(p.loss_star)
-    return {"algorithms": algos, "meta": meta}
+    out = {"algorithms": algos, "meta": meta}
+    if cfg.grid:
+        out["grid"] = {"axes": {k: list(v) for k, v in cfg.grid}, "points": grid_rows}
+    return out
 
 
 def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
-    """Flat name -> array mapping for ``arrays.npz`` (per algorithm ``NAME/field``)."""
+    """Flat name -> array mapping for ``arrays.npz`` (per algorithm ``NAME/field``).
+
+    Per-seed arrays lead with the seed axis, or with ``(G, S)`` for a ``[grid]`` run, whose
+    points are ``grid/values`` (G, P) over the axes ``grid/names`` (P,).
+    """
     out: dict[str, np.ndarray] = {}
     cfg = result.built.cfg
     out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
@@ -294,6 +348,10 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     out["problem/loss_star"] = np.asarray(p.loss_star)
     out["problem/scopes"] = np.asarray(p.scopes)
     out["problem/scope_mask"] = np.asarray(p.scope_mask)
+    if cfg.grid:
+        points = grid_points(cfg)
+        out["grid/names"] = np.asarray([name for name, _ in cfg.grid])
+        out["grid/values"] = np.asarray([[pt[n] for n, _ in cfg.grid] for pt in points])
     for ba in result.built.algorithms:
         out[f"{ba.name}/lambda_reg"] = np.asarray(ba.params.lambda_reg)
     for name, res in result.runs.items():

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_all", "plot_trajectories", "plot_curves", "plot_per_criterion"]
+__all__ = [
+    "plot_all",
+    "plot_trajectories",
+    "plot_curves",
+    "plot_per_criterion",
+    "plot_grid",
+    "best_grid_slice",
+]
 
 
 def _plt():
@@ -107,10 +114,76 @@ def plot_per_criterion(arrays: dict, path, title: str = ""):
     return _save(fig, Path(path))
 
 
+def _grid_total(arrays: dict, name: str) -> np.ndarray:
+    """(G,) mean over seeds of prediction regret + movement cost at each grid point."""
+    tot = arrays[f"{name}/totals/prediction_regret"] + arrays[f"{name}/totals/movement_cost"]
+    return tot.astype(np.float64).mean(axis=-1)
+
+
+def best_grid_slice(arrays: dict) -> dict:
+    """A copy of grid arrays reduced, per algorithm, to its best point (lowest total regret)."""
+    out = {k: v for k, v in arrays.items() if not k.startswith("grid/")}
+    for name in _names(arrays):
+        g = int(np.argmin(_grid_total(arrays, name)))
+        for key, val in arrays.items():
+            if key.startswith(f"{name}/") and not key.endswith("/lambda_reg"):
+                out[key] = val[g]
+            elif key == f"{name}/lambda_reg":
+                out[key] = val[g]
+    return out
+
+
+def plot_grid(arrays: dict, path, title: str = ""):
+    """Mean total regret over the grid, one panel per algorithm.
+
+    One axis: a line; two or more: a heat map over the first two axes (minimum over the rest).
+    """
+    plt = _plt()
+    names = _names(arrays)
+    axes_names = [str(a) for a in arrays["grid/names"]]
+    values = arrays["grid/values"]
+    levels = [np.unique(values[:, j]) for j in range(len(axes_names))]
+    fig, axs = plt.subplots(1, len(names), figsize=(5.6 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axs[0], names):
+        total = _grid_total(arrays, name)
+        if len(axes_names) == 1:
+            order = np.argsort(values[:, 0])
+            ax.plot(values[order, 0], total[order], marker="o")
+            ax.set_xlabel(axes_names[0])
+            ax.set_ylabel("mean total regret")
+        else:
+            grid = np.full((len(levels[0]), len(levels[1])), np.inf)
+            for g, row in enumerate(values):
+                i = int(np.searchsorted(levels[0], row[0]))
+                j = int(np.searchsorted(levels[1], row[1]))
+                grid[i, j] = min(grid[i, j], total[g])
+            im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+            ax.set_xticks(range(len(levels[1])), [f"{v:g}" for v in levels[1]])
+            ax.set_yticks(range(len(levels[0])), [f"{v:g}" for v in levels[0]])
+            ax.set_xlabel(axes_names[1])
+            ax.set_ylabel(axes_names[0])
+            for i in range(grid.shape[0]):
+                for j in range(grid.shape[1]):
+                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
+                            color="w")
+            fig.colorbar(im, ax=ax, shrink=0.8, label="mean total regret")
+        ax.set_title(name)
+    fig.suptitle(title or "grid: mean total regret (prediction + movement)")
+    return _save(fig, Path(path))
+
+
 def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
-    """Every standard figure of a run folder; returns the paths written."""
+    """Every standard figure of a run folder; returns the paths written.
+
+    A ``[grid]`` run gets ``grid.png`` and the other figures at each algorithm's best point.
+    """
     out = Path(out_dir)
-    paths = [
+    paths = []
+    if "grid/values" in arrays:
+        paths.append(plot_grid(arrays, out / "grid.png", title=f"{name}: grid"))
+        arrays = best_grid_slice(arrays)
+        name = f"{name} (best grid point)"
+    paths += [
         plot_trajectories(arrays, out / "trajectories.png", title=f"{name}: state trajectory (seed 0)"),
         plot_curves(arrays, out / "movement.png", "cum_movement", "cumulative movement cost",
                     title=f"{name}: movement cost"),

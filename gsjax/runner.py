@@ -296,12 +296,15 @@ def make_sweep(
     problem_per_seed: bool = False,
     compact: bool = False,
     buffer: int = 8,
+    grid: bool = False,
 ):
     """A jitted sweep over seed keys (and over problems when drawn per seed).
 
     ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
     cost every round, the lazy ``cond`` becoming a select under ``vmap``).
     ``compact=True``: :func:`run_compact`, whose solver cost follows the triggers.
+    ``grid=True``: ``params`` and ``move_cost`` carry a leading grid axis ``G`` and the sweep
+    is ``vmap``-ed over it too, in the same compiled program; outputs are ``(G, S, ...)``.
 
     The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
     Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
@@ -316,16 +319,18 @@ def make_sweep(
             )
             return totals, records
 
-        return jax.jit(batch)
+    else:
 
-    def one(key, problem, params, move_cost):
-        _, totals, records = run(
-            key, algo, structure, problem, params, move_cost, horizon, record_every
-        )
-        return totals, records
+        def one(key, problem, params, move_cost):
+            _, totals, records = run(
+                key, algo, structure, problem, params, move_cost, horizon, record_every
+            )
+            return totals, records
 
-    in_axes = (0, 0 if problem_per_seed else None, None, None)
-    return jax.jit(jax.vmap(one, in_axes=in_axes))
+        batch = jax.vmap(one, in_axes=(0, 0 if problem_per_seed else None, None, None))
+    if grid:
+        batch = jax.vmap(batch, in_axes=(None, None, 0, 0))
+    return jax.jit(batch)
 
 
 def sweep(
@@ -342,6 +347,7 @@ def sweep(
     compact: bool | None = None,
     buffer: int | None = None,
     shard: bool | None = None,
+    grid: bool = False,
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
@@ -356,6 +362,9 @@ def sweep(
     ``("seeds",)``; ``jit`` partitions the program); the seed count is padded to a multiple of
     the device count with copies of the first seed, dropped afterwards. Keys depend only on
     global seed ids, so a sharded sweep gives the unsharded numbers.
+
+    ``grid=True``: ``params`` leaves and ``move_cost`` have a leading grid axis; results are
+    ``(G, S, ...)`` (see :func:`make_sweep`).
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
@@ -377,7 +386,9 @@ def sweep(
         compact = algo.prepare is not None and not algo.always_solves
     if buffer is None:
         buffer = max(2, int(seed_ids.shape[0]) // 16)
-    fn = make_sweep(algo, structure, horizon, record_every, problem_per_seed, compact, buffer)
+    fn = make_sweep(
+        algo, structure, horizon, record_every, problem_per_seed, compact, buffer, grid
+    )
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
     t0 = time.perf_counter()
     compiled = fn.lower(keys, problem, params, move_cost).compile()
@@ -387,5 +398,6 @@ def sweep(
     t2 = time.perf_counter()
     totals, records = jax.device_get((totals, records))
     if target > num:
-        totals, records = jax.tree_util.tree_map(lambda a: a[:num], (totals, records))
+        index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
+        totals, records = jax.tree_util.tree_map(lambda a: a[index], (totals, records))
     return SweepResult(totals, records, compile_seconds=t1 - t0, run_seconds=t2 - t1)

@@ -621,3 +621,43 @@ def test_root_not_a_table():
     with pytest.raises(ConfigError) as ei:
         parse_config([1, 2])  # type: ignore[arg-type]
     assert ei.value.field == "<root>"
+
+
+# --------------------------------------------------------------------------------------------
+# [grid]
+# --------------------------------------------------------------------------------------------
+
+_GRID_BASE = {
+    "name": "g",
+    "problem": {"structure": "blocks", "num_blocks": 2, "block_dim": 2},
+    "algorithms": {"lazy": {}},
+}
+
+
+def test_grid_parses_in_order_and_round_trips():
+    raw = dict(_GRID_BASE, grid={"beta": [0.25, 0.5, 1], "lambda_reg": [0.1, 1.0]})
+    cfg = parse_config(raw)
+    assert cfg.grid == (("beta", (0.25, 0.5, 1.0)), ("lambda_reg", (0.1, 1.0)))
+    assert parse_config(config_to_dict(cfg)) == cfg
+    over = parse_config(_GRID_BASE, ["grid.move_cost=[0.0, 2.0]"])
+    assert over.grid == (("move_cost", (0.0, 2.0)),)
+
+
+@pytest.mark.parametrize(
+    "grid, field, needle",
+    [
+        ({"solver": ["pgd"]}, "grid.solver", "allowed"),
+        ({"beta": []}, "grid.beta", "at least one"),
+        ({"beta": [0.5, -1.0]}, "grid.beta[1]", ">= 0.0"),
+        ({"lambda_reg": [0.0]}, "grid.lambda_reg[0]", "> 0.0"),
+        ({"trigger_ratio": [1.0]}, "grid.trigger_ratio[0]", "> 1.0"),
+        ({"beta": [0.5, 0.5]}, "grid.beta", "distinct"),
+        ({"beta": 0.5}, "grid.beta", "list"),
+        ({"beta": list(range(100)), "pgd_lr": [0.01 * (i + 1) for i in range(100)]}, "grid", "at most"),
+    ],
+)
+def test_bad_grid(grid, field, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_config(dict(_GRID_BASE, grid=grid))
+    assert e.value.field == field
+    assert needle in e.value.message
