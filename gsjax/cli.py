@@ -1,4 +1,4 @@
-"""Command line: ``gsjax run``, ``gsjax reproduce``, ``gsjax plot``, ``gsjax check``.
+"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge`` and ``reproduce``.
 
 User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
 with status 2, without a traceback.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gsjax.config import ConfigError, ExperimentConfig, config_hash, config_to_dict, load_config
 
-__all__ = ["main", "find_config", "run_config", "DEFAULT_CONFIG"]
+__all__ = ["main", "find_config", "run_config", "write_results", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG = "section7_2"
 _REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -55,27 +55,21 @@ def _git_commit() -> str | None:
         return None
 
 
-def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True) -> dict:
-    """Run a validated config and write its folder; returns the summary dict.
+def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
+    """Write a run folder from an :class:`~gsjax.experiment.ExperimentResult`; returns the summary.
 
-    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures.
+    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures,
+    each written atomically.
     """
     from gsjax import experiment, plotting, results
 
+    cfg = res.built.cfg
     out = Path(out_dir)
-    t0 = time.perf_counter()
-    built = experiment.build(cfg)
     out.mkdir(parents=True, exist_ok=True)
     results.write_json(out / "config.json", config_to_dict(cfg))
-    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
-        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
-    res = experiment.run_experiment(cfg, built, log=log)
     summary = experiment.summarise(res)
-    summary["meta"].update(
-        config_hash=config_hash(cfg),
-        git_commit=_git_commit(),
-        wall_seconds=time.perf_counter() - t0,
-    )
+    summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
+                           **(extra_meta or {}))
     arrays = experiment.arrays(res)
     results.write_npz(out / "arrays.npz", arrays)
     if figures:
@@ -86,6 +80,24 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True) 
     return summary
 
 
+def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
+               seed_start: int = 0) -> dict:
+    """Run a validated config and write its folder (see :func:`write_results`).
+
+    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
+    ranges and ``gsjax merge`` combines their folders.
+    """
+    from gsjax import experiment
+
+    t0 = time.perf_counter()
+    built = experiment.build(cfg, seed_start)
+    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
+        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
+    res = experiment.run_experiment(cfg, built, log=log)
+    return write_results(res, out_dir, log=log, figures=figures,
+                         extra_meta={"wall_seconds": time.perf_counter() - t0})
+
+
 def _cmd_run(args) -> int:
     overrides = list(args.set or [])
     if args.seeds is not None:
@@ -94,8 +106,19 @@ def _cmd_run(args) -> int:
         overrides.append(f"horizon={args.horizon}")
     path = find_config(args.config)
     cfg = load_config(path, overrides)
+    if args.seed_start < 0:
+        raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name
-    run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print)
+    run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print,
+               seed_start=args.seed_start)
+    return 0
+
+
+def _cmd_merge(args) -> int:
+    from gsjax import experiment
+
+    res = experiment.merge(args.dirs)
+    write_results(res, args.out, extra_meta={"merged_from": [str(d) for d in args.dirs]})
     return 0
 
 
@@ -145,7 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field, e.g. --set agent.beta=0.3 (repeatable)")
     r.add_argument("--quiet", action="store_true", help="print nothing")
+    r.add_argument("--seed-start", type=int, default=0,
+                   help="global id of the first seed (split a sweep over hosts; see merge)")
     r.set_defaults(func=_cmd_run)
+
+    m = sub.add_parser("merge", help="combine run folders over disjoint seed ranges into one")
+    m.add_argument("out", type=Path, help="output folder")
+    m.add_argument("dirs", nargs="+", help="run folders of the same config")
+    m.set_defaults(func=_cmd_merge)
 
     c = sub.add_parser("check", help="validate a config and build its problem, without running")
     c.add_argument("config")

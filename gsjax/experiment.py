@@ -36,6 +36,7 @@ __all__ = [
     "run_experiment",
     "summarise",
     "arrays",
+    "merge",
 ]
 
 
@@ -56,6 +57,7 @@ class Built(NamedTuple):
     problem_per_seed: bool
     algorithms: tuple[BuiltAlgorithm, ...]
     dtype: object
+    seed_start: int = 0  # global id of the first seed
 
 
 class ExperimentResult(NamedTuple):
@@ -129,8 +131,12 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
     return spec, params
 
 
-def build(cfg: ExperimentConfig) -> Built:
-    """Build the structure, problem and algorithms of a config; raises ConfigError early."""
+def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
+    """Build the structure, problem and algorithms of a config; raises ConfigError early.
+
+    ``seed_start``: the global id of the first seed (a problem drawn per seed uses its global
+    id, so hosts that split a seed range draw the same problems as one host would).
+    """
     if cfg.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
@@ -173,7 +179,7 @@ def build(cfg: ExperimentConfig) -> Built:
     per_seed = bool(th.per_seed and th.distribution != "explicit")
     if per_seed:
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
-            problem_key, jnp.arange(cfg.seeds, dtype=jnp.uint32)
+            problem_key, jnp.arange(seed_start, seed_start + cfg.seeds, dtype=jnp.uint32)
         )
         problem = jax.jit(jax.vmap(make))(keys)
     else:
@@ -205,7 +211,7 @@ def build(cfg: ExperimentConfig) -> Built:
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
-    return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype)
+    return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
 def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
@@ -217,16 +223,20 @@ def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
     return [structure.rff_dim] * len(sizes)
 
 
-def run_experiment(cfg: ExperimentConfig, built: Built | None = None, log=None) -> ExperimentResult:
-    """Run every algorithm entry of ``cfg`` over seeds ``0 .. cfg.seeds - 1``.
+def run_experiment(
+    cfg: ExperimentConfig, built: Built | None = None, log=None, seed_start: int = 0
+) -> ExperimentResult:
+    """Run every algorithm entry of ``cfg`` over global seed ids
+    ``seed_start .. seed_start + cfg.seeds - 1``.
 
     Args:
       cfg: validated config.
       built: a :func:`build` result to reuse (built from ``cfg`` when omitted).
       log: optional ``print``-like callable for one line per algorithm.
+      seed_start: global id of the first seed (used when ``built`` is omitted).
     """
-    built = build(cfg) if built is None else built
-    seed_ids = np.arange(cfg.seeds)
+    built = build(cfg, seed_start) if built is None else built
+    seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
     runs = {}
     for ba in built.algorithms:
@@ -312,6 +322,7 @@ def summarise(result: ExperimentResult) -> dict:
     meta = {
         "name": cfg.name,
         "seeds": int(len(result.seed_ids)),
+        "seed_ids": [int(result.seed_ids[0]), int(result.seed_ids[-1]) + 1],
         "horizon": int(result.horizon),
         "dtype": cfg.dtype,
         "num_criteria": b.structure.num_criteria,
@@ -361,3 +372,60 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
             out[f"{name}/{field}"] = np.asarray(val)
     return out
 
+
+
+def merge(folders) -> ExperimentResult:
+    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
+
+    Every folder must hold the same resolved config except ``seeds``, and together their seed
+    ids must form one contiguous range. Per-seed arrays are concatenated in seed order; the
+    result can be summarised and written like a single run. Timings are summed.
+    """
+    from pathlib import Path
+
+    from gsjax.config import parse_config
+    from gsjax.results import read_json, read_npz
+    from gsjax.runner import Records, RunTotals
+
+    parts = []
+    for folder in folders:
+        folder = Path(folder)
+        for f in ("config.json", "arrays.npz", "summary.json"):
+            if not (folder / f).is_file():
+                raise ConfigError("<merge>", f"{folder}/{f} not found: not a gsjax run folder")
+        cfg = parse_config(read_json(folder / "config.json"))
+        parts.append((folder, cfg, read_npz(folder / "arrays.npz"), read_json(folder / "summary.json")))
+    if not parts:
+        raise ConfigError("<merge>", "no run folders given")
+    parts.sort(key=lambda p: int(p[2]["seed_ids"][0]))
+    first_dir, base = parts[0][0], parts[0][1]
+    expected = int(parts[0][2]["seed_ids"][0])
+    for folder, cfg, arr, _ in parts:
+        if dataclasses.replace(cfg, seeds=base.seeds) != base:
+            raise ConfigError("<merge>", f"{folder}: config differs from {first_dir}'s (other than seeds)")
+        ids = arr["seed_ids"]
+        if int(ids[0]) != expected:
+            raise ConfigError(
+                "<merge>",
+                f"{folder}: seeds start at {int(ids[0])}, expected {expected} "
+                "(the folders must cover one contiguous, non-overlapping range)",
+            )
+        expected = int(ids[-1]) + 1
+    total = sum(len(p[2]["seed_ids"]) for p in parts)
+    cfg = dataclasses.replace(base, seeds=total)
+    built = build(cfg, seed_start=int(parts[0][2]["seed_ids"][0]))
+    axis = 1 if cfg.grid else 0
+
+    def cat(key):
+        return np.concatenate([p[2][key] for p in parts], axis=axis)
+
+    runs = {}
+    for ba in built.algorithms:
+        name = ba.name
+        totals = RunTotals(*[cat(f"{name}/totals/{f}") for f in RunTotals._fields])
+        records = Records(*[cat(f"{name}/{f}") for f in Records._fields])
+        compile_s = sum(p[3]["algorithms"][name]["compile_seconds"] for p in parts)
+        run_s = sum(p[3]["algorithms"][name]["run_seconds"] for p in parts)
+        runs[name] = SweepResult(totals, records, compile_s, run_s)
+    seed_ids = np.concatenate([p[2]["seed_ids"] for p in parts])
+    return ExperimentResult(built, seed_ids, cfg.horizon, runs)

@@ -155,3 +155,31 @@ def test_every_config_runs_at_a_tiny_size(tmp_path, path):
     for v in cfg.paper.get("sensitivity", []):
         vcfg = load_config(path, ["seeds=2", "horizon=4", "record_every=1", *v["set"]])
         experiment.build(vcfg)
+
+
+def test_split_seed_ranges_merge_to_the_single_run(tmp_path):
+    """Two 'hosts' run seeds 0-2 and 3-6 of a per-seed-theta config; merged == one 7-seed run."""
+    text = TINY.replace('distribution = "explicit"\nvalues = [[-0.5, 0.3], [0.2, -0.4]]',
+                        'distribution = "normal"\nper_seed = true')
+    cfg_path = _write(tmp_path, text)
+    common = ["--quiet", "--set", "seeds=7"]
+    assert cli.main(["run", str(cfg_path), "--out", str(tmp_path / "all"), *common]) == 0
+    assert cli.main(["run", str(cfg_path), "--out", str(tmp_path / "a"), "--quiet",
+                     "--set", "seeds=3"]) == 0
+    assert cli.main(["run", str(cfg_path), "--out", str(tmp_path / "b"), "--quiet",
+                     "--set", "seeds=4", "--seed-start", "3"]) == 0
+    assert cli.main(["merge", str(tmp_path / "m"), str(tmp_path / "b"), str(tmp_path / "a")]) == 0
+    whole = np.load(tmp_path / "all" / "arrays.npz")
+    merged = np.load(tmp_path / "m" / "arrays.npz")
+    assert sorted(whole.files) == sorted(merged.files)
+    for key in whole.files:
+        np.testing.assert_array_equal(whole[key], merged[key], err_msg=key)
+    s_all = json.loads((tmp_path / "all" / "summary.json").read_text())
+    s_m = json.loads((tmp_path / "m" / "summary.json").read_text())
+    for name in s_all["algorithms"]:
+        for key in ("prediction_regret", "movement_cost", "updates_per_criterion"):
+            assert s_all["algorithms"][name][key] == s_m["algorithms"][name][key]
+    assert s_m["meta"]["seed_ids"] == [0, 7]
+    # Overlapping or gapped ranges are refused.
+    rc = cli.main(["merge", str(tmp_path / "x"), str(tmp_path / "a"), str(tmp_path / "all")])
+    assert rc == 2
