@@ -104,8 +104,13 @@ def _scan_rounds(round_fn, carry, horizon: int, record_every: int):
     if horizon % record_every:
         raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
 
+    def no_output(carry, t):
+        return round_fn(carry, t)[0], None
+
     def block(carry, t0):
-        carry, actions = jax.lax.scan(round_fn, carry, t0 + jnp.arange(1, record_every + 1))
+        # The inner scan keeps no per-round output: the played action is the carry's s_prev,
+        # so memory does not grow with record_every.
+        carry, _ = jax.lax.scan(no_output, carry, t0 + jnp.arange(1, record_every + 1))
         tot = carry[2]
         rec = Records(
             cum_regret=tot.prediction_regret,
@@ -113,7 +118,7 @@ def _scan_rounds(round_fn, carry, horizon: int, record_every: int):
             cum_updates=tot.updates,
             cum_changes=tot.changes,
             cum_triggers=tot.triggers,
-            action=actions[-1],
+            action=carry[1],
         )
         return carry, rec
 
