@@ -15,7 +15,8 @@ TOML layout (defaults in parentheses)::
     horizon = 300                   # int >= 1 (300)
     root_seed = 0                   # int >= 0 (0)
     dtype = "float32"               # "float32" | "float64" ("float32")
-    record_every = 1                # int >= 1 (1)
+    record_every = 1                # int >= 1 (auto: smallest divisor of horizon
+                                    #   that keeps at most MAX_RECORDS records)
 
     [paper]                         # free-form reference numbers (optional)
 
@@ -65,6 +66,8 @@ __all__ = [
     "ConfigError",
     "ExperimentConfig",
     "GRID_FIELDS",
+    "MAX_RECORDS",
+    "default_record_every",
     "NoiseConfig",
     "ProblemConfig",
     "ThetaConfig",
@@ -285,7 +288,9 @@ class ExperimentConfig:
         horizon: Number of rounds (>= 1).
         root_seed: Root PRNG seed (>= 0).
         dtype: ``'float32'`` or ``'float64'``.
-        record_every: Per-round arrays are kept every this many rounds.
+        record_every: Per-round arrays are kept every this many rounds. When
+            the file omits it: the smallest divisor of ``horizon`` giving at
+            most :data:`MAX_RECORDS` records, so outputs do not grow with T.
         problem: The bandit problem.
         agent: Shared agent defaults as written in ``[agent]``. Algorithms
             should use ``AlgorithmEntry.agent``, which includes overrides
@@ -771,7 +776,10 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
     horizon = _int(raw.get("horizon", 300), "horizon", minimum=1)
     root_seed = _int(raw.get("root_seed", 0), "root_seed", minimum=0)
     dtype = _choice(raw.get("dtype", "float32"), "dtype", _DTYPES)
-    record_every = _int(raw.get("record_every", 1), "record_every", minimum=1)
+    if "record_every" in raw:
+        record_every = _int(raw["record_every"], "record_every", minimum=1)
+    else:
+        record_every = default_record_every(horizon)
     paper_json = _parse_paper(raw.get("paper", {}))
 
     if "problem" not in raw:
@@ -884,6 +892,17 @@ def _parse_grid(value: Any) -> tuple:
     if size > MAX_GRID_POINTS:
         raise ConfigError("grid", f"{size} grid points; at most {MAX_GRID_POINTS} allowed")
     return tuple(axes)
+
+
+MAX_RECORDS = 1000
+
+
+def default_record_every(horizon: int) -> int:
+    """Smallest divisor ``r`` of ``horizon`` with ``horizon / r <= MAX_RECORDS``."""
+    for r in range(max(1, -(-horizon // MAX_RECORDS)), horizon + 1):
+        if horizon % r == 0:
+            return r
+    return horizon
 
 
 def load_config(

@@ -16,12 +16,19 @@ import numpy as np
 __all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results private
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -661,3 +661,17 @@ def test_bad_grid(grid, field, needle):
         parse_config(dict(_GRID_BASE, grid=grid))
     assert e.value.field == field
     assert needle in e.value.message
+
+
+@pytest.mark.parametrize("horizon, expected", [(300, 1), (1000, 1), (1001, 7), (10_000, 10), (99_991, 99_991), (100_000, 100)])
+def test_default_record_every_bounds_the_records(horizon, expected):
+    from gsjax.config import MAX_RECORDS, default_record_every
+
+    r = default_record_every(horizon)
+    assert r == expected
+    assert horizon % r == 0 and horizon // r <= MAX_RECORDS
+    # No smaller divisor would do.
+    assert all(horizon % q or horizon // q > MAX_RECORDS for q in range(1, r))
+    cfg = parse_config(dict(_GRID_BASE, horizon=horizon))
+    assert cfg.record_every == r
+    assert parse_config(dict(_GRID_BASE, horizon=horizon, record_every=1)).record_every == 1
