@@ -80,8 +80,53 @@ def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None
     return summary
 
 
+def progress_reporter(stream=None):
+    """A progress factory for :func:`gsjax.experiment.run_experiment`.
+
+    On a terminal: a tqdm bar per algorithm (rounds, rate, time left). Otherwise one plain
+    line per chunk with the rate in seed-rounds per second and the time left. tqdm is the
+    standard, well-kept progress-bar library; a hand-written bar would not be better.
+    """
+    stream = sys.stderr if stream is None else stream
+    if stream.isatty():
+        from tqdm import tqdm
+
+        def factory(name, horizon, seeds):
+            bar = tqdm(total=horizon, desc=f"{name:>14s}", unit="round", file=stream,
+                       leave=False, dynamic_ncols=True)
+
+            def update(done, total):
+                bar.update(done - bar.n)
+                bar.set_postfix_str(f"{bar.format_dict['rate'] or 0.0:.0f} rounds/s x {seeds} seeds")
+                if done >= total:
+                    bar.close()
+
+            return update
+
+        return factory
+
+    def factory(name, horizon, seeds):
+        first = []  # (time, rounds) at the first report: compilation is behind us then
+
+        def update(done, total):
+            now = time.perf_counter()
+            if not first:
+                first.append((now, done))
+                print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
+                return
+            t1, d1 = first[0]
+            rate = (done - d1) / (now - t1) if now > t1 else float("inf")
+            left = (total - done) / rate if rate > 0 else float("nan")
+            print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} seed-rounds/s, "
+                  f"{left:.0f} s left", file=stream, flush=True)
+
+        return update
+
+    return factory
+
+
 def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
-               seed_start: int = 0) -> dict:
+               seed_start: int = 0, progress=None, chunk_rounds: int | None = None) -> dict:
     """Run a validated config and write its folder (see :func:`write_results`).
 
     ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
@@ -93,7 +138,8 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
     built = experiment.build(cfg, seed_start)
     log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
         f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
-    res = experiment.run_experiment(cfg, built, log=log)
+    res = experiment.run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds,
+                                    progress=progress)
     return write_results(res, out_dir, log=log, figures=figures,
                          extra_meta={"wall_seconds": time.perf_counter() - t0})
 
@@ -109,8 +155,13 @@ def _cmd_run(args) -> int:
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name
+    if args.chunk is not None and (args.chunk < 1 or cfg.horizon % args.chunk
+                                   or args.chunk % cfg.record_every):
+        raise ConfigError("--chunk", f"must divide horizon ({cfg.horizon}) and be a multiple "
+                          f"of record_every ({cfg.record_every}); got {args.chunk}")
     run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print,
-               seed_start=args.seed_start)
+               seed_start=args.seed_start, chunk_rounds=args.chunk,
+               progress=None if args.quiet else progress_reporter())
     return 0
 
 
@@ -167,7 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="output folder (default: runs/NAME)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field, e.g. --set agent.beta=0.3 (repeatable)")
-    r.add_argument("--quiet", action="store_true", help="print nothing")
+    r.add_argument("--quiet", action="store_true", help="print nothing (no progress either)")
+    r.add_argument("--chunk", type=int, default=None,
+                   help="rounds per compiled chunk (default: at most 20 chunks); progress is "
+                        "reported after each")
     r.add_argument("--seed-start", type=int, default=0,
                    help="global id of the first seed (split a sweep over hosts; see merge)")
     r.set_defaults(func=_cmd_run)

@@ -24,7 +24,7 @@ from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.config import AgentConfig, ConfigError, ExperimentConfig, ProblemConfig
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import Problem, Structure, make_problem, make_structure
-from gsjax.runner import SweepResult, sweep
+from gsjax.runner import SweepResult, auto_chunk, sweep
 
 __all__ = [
     "BuiltAlgorithm",
@@ -224,7 +224,12 @@ def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
 
 
 def run_experiment(
-    cfg: ExperimentConfig, built: Built | None = None, log=None, seed_start: int = 0
+    cfg: ExperimentConfig,
+    built: Built | None = None,
+    log=None,
+    seed_start: int = 0,
+    chunk_rounds: int | None = None,
+    progress=None,
 ) -> ExperimentResult:
     """Run every algorithm entry of ``cfg`` over global seed ids
     ``seed_start .. seed_start + cfg.seeds - 1``.
@@ -234,7 +239,12 @@ def run_experiment(
       built: a :func:`build` result to reuse (built from ``cfg`` when omitted).
       log: optional ``print``-like callable for one line per algorithm.
       seed_start: global id of the first seed (used when ``built`` is omitted).
+      chunk_rounds: rounds per compiled chunk (default :func:`gsjax.runner.auto_chunk`: at
+        most 20 chunks); the numbers do not depend on it.
+      progress: optional ``progress(name, horizon, seeds) -> callback(done, horizon)``.
     """
+    if chunk_rounds is None:
+        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
     built = build(cfg, seed_start) if built is None else built
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
@@ -243,6 +253,8 @@ def run_experiment(
         res = sweep(
             root, seed_ids, ba.algo, built.structure, built.problem, ba.params, ba.move_cost,
             cfg.horizon, cfg.record_every, built.problem_per_seed, grid=bool(cfg.grid),
+            chunk_rounds=chunk_rounds,
+            progress=None if progress is None else progress(ba.name, cfg.horizon, cfg.seeds),
         )
         runs[ba.name] = res
         if log is not None:

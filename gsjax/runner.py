@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
 from gsjax.problem import Problem, Structure, observe
@@ -33,6 +34,13 @@ __all__ = [
     "seed_keys",
     "run",
     "run_compact",
+    "Carry",
+    "init_carry",
+    "init_carry_batch",
+    "advance",
+    "advance_compact",
+    "make_chunked",
+    "auto_chunk",
     "make_sweep",
     "sweep",
     "shard_seed_axis",
@@ -96,10 +104,19 @@ def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move
     )
 
 
-def _scan_rounds(round_fn, carry, horizon: int, record_every: int):
-    """Outer scan over record blocks, inner scan over rounds ``t0+1 .. t0+record_every``.
+class Carry(NamedTuple):
+    """What a run carries from round to round (per seed, or with leading batch axes)."""
 
-    ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``.
+    state: BanditState
+    s_prev: jax.Array  # (n,) the state played last round (s0 before round 1)
+    totals: RunTotals
+
+
+def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0):
+    """Rounds ``t0+1 .. t0+horizon``: outer scan over record blocks, inner scan over rounds.
+
+    ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``. ``t0``
+    may be traced, so one compiled chunk serves every chunk of a long run.
     """
     if horizon % record_every:
         raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
@@ -122,7 +139,40 @@ def _scan_rounds(round_fn, carry, horizon: int, record_every: int):
         )
         return carry, rec
 
-    return jax.lax.scan(block, carry, jnp.arange(0, horizon, record_every))
+    return jax.lax.scan(block, carry, t0 + jnp.arange(0, horizon, record_every))
+
+
+def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: Problem,
+               params: AgentParams) -> Carry:
+    """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``."""
+    state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
+    return Carry(state, problem.s0, _zero_totals(structure.num_criteria, problem.theta.dtype))
+
+
+def advance(
+    carry: Carry,
+    t0,
+    seed_key: jax.Array,
+    algo: BanditAlgorithm,
+    structure: Structure,
+    problem: Problem,
+    params: AgentParams,
+    move_cost,
+    num_rounds: int,
+    record_every: int = 1,
+) -> tuple[Carry, Records]:
+    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced)."""
+
+    def round_(carry, t):
+        state, s_prev, tot = carry
+        key_t = jax.random.fold_in(seed_key, t)
+        action, state = algo.act(jax.random.fold_in(key_t, 1), state, params, problem)
+        fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
+        state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
+        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost)
+        return Carry(state, action, tot), action
+
+    return _scan_rounds(round_, carry, num_rounds, record_every, t0)
 
 
 def run(
@@ -149,22 +199,11 @@ def run(
     Returns:
       ``(final_state, totals, records)``.
     """
-    state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
-    totals = _zero_totals(structure.num_criteria, problem.theta.dtype)
-
-    def round_(carry, t):
-        state, s_prev, tot = carry
-        key_t = jax.random.fold_in(seed_key, t)
-        action, state = algo.act(jax.random.fold_in(key_t, 1), state, params, problem)
-        fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
-        state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
-        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost)
-        return (state, action, tot), action
-
-    (state, _, totals), records = _scan_rounds(
-        round_, (state, problem.s0, totals), horizon, record_every
+    carry = init_carry(seed_key, algo, structure, problem, params)
+    carry, records = advance(
+        carry, 0, seed_key, algo, structure, problem, params, move_cost, horizon, record_every
     )
-    return state, totals, records
+    return carry.state, carry.totals, records
 
 
 def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer: int):
@@ -202,36 +241,37 @@ def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer:
     return jax.lax.fori_loop(0, num_chunks, body, init)
 
 
-def run_compact(
+def init_carry_batch(keys, algo, structure, problem, params, problem_per_seed=False) -> Carry:
+    """:func:`init_carry` for a batch of seed keys (S,)."""
+    pax = 0 if problem_per_seed else None
+    return jax.vmap(init_carry, in_axes=(0, None, None, pax, None))(
+        keys, algo, structure, problem, params
+    )
+
+
+def advance_compact(
+    carry: Carry,
+    t0,
     seed_keys_: jax.Array,
     algo: BanditAlgorithm,
     structure: Structure,
     problem: Problem,
     params: AgentParams,
     move_cost,
-    horizon: int,
+    num_rounds: int,
     record_every: int = 1,
     buffer: int = 8,
     problem_per_seed: bool = False,
-) -> tuple[BanditState, RunTotals, Records]:
-    """A batch of seeds stepped together, re-optimising only the seeds that triggered.
+) -> tuple[Carry, Records]:
+    """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger.
 
-    Same keys, same per-seed arithmetic and same results as ``vmap(run)``; the cost of a
-    round follows the number of seeds that re-optimise in it (DESIGN section 4). Needs an
-    algorithm with ``prepare``/``solve``. The round loop is a ``lax.scan`` outside the seed
-    axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
-    differentiable (use :func:`run` for gradients).
+    See :func:`run_compact`. Records are seed-first, ``(S, R, ...)``.
     """
     if algo.prepare is None or algo.solve is None:
         raise ValueError(f"algorithm {algo.name!r} has no prepare/solve split; use run")
     pax = 0 if problem_per_seed else None
     fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
-    states = jax.vmap(algo.init, in_axes=(0, None, pax))(fold(seed_keys_, 0), params, problem)
     num = seed_keys_.shape[0]
-    totals = jax.vmap(lambda _: _zero_totals(structure.num_criteria, problem.theta.dtype))(
-        jnp.arange(num)
-    )
-    s0 = jnp.broadcast_to(problem.s0, states.s.shape)
     observe_b = jax.vmap(lambda key, prob, s: observe(key, structure, prob, s), in_axes=(0, pax, 0))
     act_b = jax.vmap(algo.act, in_axes=(0, 0, None, pax))
     prepare_b = jax.vmap(algo.prepare, in_axes=(0, 0, 0, 0, None, pax))
@@ -255,12 +295,39 @@ def run_compact(
         states = states._replace(s=s_new)
         info = info._replace(lcb_residual=resid)
         tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost)
-        return (states, action, tot), action
+        return Carry(states, action, tot), action
 
-    (states, _, totals), records = _scan_rounds(round_, (states, s0, totals), horizon, record_every)
+    carry, records = _scan_rounds(round_, carry, num_rounds, record_every, t0)
     # Records come out round-major (R, S, ...); put the seed axis first as vmap(run) does.
-    records = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
-    return states, totals, records
+    return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
+
+
+def run_compact(
+    seed_keys_: jax.Array,
+    algo: BanditAlgorithm,
+    structure: Structure,
+    problem: Problem,
+    params: AgentParams,
+    move_cost,
+    horizon: int,
+    record_every: int = 1,
+    buffer: int = 8,
+    problem_per_seed: bool = False,
+) -> tuple[BanditState, RunTotals, Records]:
+    """A batch of seeds stepped together, re-optimising only the seeds that triggered.
+
+    Same keys, same per-seed arithmetic and same results as ``vmap(run)``; the cost of a
+    round follows the number of seeds that re-optimise in it (DESIGN section 4). Needs an
+    algorithm with ``prepare``/``solve``. The round loop is a ``lax.scan`` outside the seed
+    axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
+    differentiable (use :func:`run` for gradients).
+    """
+    carry = init_carry_batch(seed_keys_, algo, structure, problem, params, problem_per_seed)
+    carry, records = advance_compact(
+        carry, 0, seed_keys_, algo, structure, problem, params, move_cost, horizon,
+        record_every, buffer, problem_per_seed,
+    )
+    return carry.state, carry.totals, records
 
 
 def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
@@ -338,6 +405,60 @@ def make_sweep(
     return jax.jit(batch)
 
 
+def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
+    """Smallest multiple of ``record_every`` dividing ``horizon`` into at most ``max_chunks``."""
+    for c in range(record_every, horizon + 1, record_every):
+        if horizon % c == 0 and horizon // c <= max_chunks:
+            return c
+    return horizon
+
+
+def make_chunked(
+    algo: BanditAlgorithm,
+    structure: Structure,
+    chunk_rounds: int,
+    record_every: int = 1,
+    problem_per_seed: bool = False,
+    compact: bool = False,
+    buffer: int = 8,
+    grid: bool = False,
+):
+    """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk.
+
+    ``init_fn(keys, problem, params) -> carry`` and
+    ``chunk_fn(carry, t0, keys, problem, params, move_cost) -> (carry, records)`` for rounds
+    ``t0+1 .. t0+chunk_rounds``; ``t0`` is traced, so ONE compiled ``chunk_fn`` serves every
+    chunk. Keys come from the round index, so any chunking gives the unchunked numbers.
+    """
+    pax = 0 if problem_per_seed else None
+    if compact:
+
+        def init(keys, problem, params):
+            return init_carry_batch(keys, algo, structure, problem, params, problem_per_seed)
+
+        def chunk(carry, t0, keys, problem, params, move_cost):
+            return advance_compact(
+                carry, t0, keys, algo, structure, problem, params, move_cost, chunk_rounds,
+                record_every, buffer, problem_per_seed,
+            )
+
+    else:
+        init = jax.vmap(
+            lambda key, prob, prm: init_carry(key, algo, structure, prob, prm),
+            in_axes=(0, pax, None),
+        )
+        chunk = jax.vmap(
+            lambda c, t0, key, prob, prm, mc: advance(
+                c, t0, key, algo, structure, prob, prm, mc, chunk_rounds, record_every
+            ),
+            in_axes=(0, None, 0, pax, None, None),
+        )
+    if grid:
+        init = jax.vmap(init, in_axes=(None, None, 0))
+        chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0))
+    return jax.jit(init), jax.jit(chunk)
+
+
 def sweep(
     root_key: jax.Array,
     seed_ids,
@@ -353,6 +474,8 @@ def sweep(
     buffer: int | None = None,
     shard: bool | None = None,
     grid: bool = False,
+    chunk_rounds: int | None = None,
+    progress=None,
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
@@ -370,6 +493,10 @@ def sweep(
 
     ``grid=True``: ``params`` leaves and ``move_cost`` have a leading grid axis; results are
     ``(G, S, ...)`` (see :func:`make_sweep`).
+
+    ``chunk_rounds`` (default: the whole horizon) runs the sweep as a Python loop over one
+    compiled chunk (:func:`make_chunked`); it must divide ``horizon`` and be a multiple of
+    ``record_every``. ``progress(rounds_done, horizon)`` is called after each chunk.
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
@@ -391,18 +518,39 @@ def sweep(
         compact = algo.prepare is not None and not algo.always_solves
     if buffer is None:
         buffer = max(2, int(seed_ids.shape[0]) // 16)
-    fn = make_sweep(
-        algo, structure, horizon, record_every, problem_per_seed, compact, buffer, grid
+    chunk_rounds = horizon if chunk_rounds is None else int(chunk_rounds)
+    if chunk_rounds < 1 or horizon % chunk_rounds or chunk_rounds % record_every:
+        raise ValueError(
+            f"chunk_rounds {chunk_rounds} must divide horizon {horizon} and be a multiple of "
+            f"record_every {record_every}"
+        )
+    init_fn, chunk_fn = make_chunked(
+        algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid
     )
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
     t0 = time.perf_counter()
-    compiled = fn.lower(keys, problem, params, move_cost).compile()
+    init_c = init_fn.lower(keys, problem, params).compile()
     t1 = time.perf_counter()
-    totals, records = compiled(keys, problem, params, move_cost)
-    totals, records = jax.block_until_ready((totals, records))
+    carry = jax.block_until_ready(init_c(keys, problem, params))
     t2 = time.perf_counter()
-    totals, records = jax.device_get((totals, records))
+    # Lowered on the real carry, so the chunk is compiled for its shardings too.
+    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, move_cost).compile()
+    t3 = time.perf_counter()
+    pieces = []
+    for start in range(0, horizon, chunk_rounds):
+        carry, rec = chunk_c(carry, jnp.int32(start), keys, problem, params, move_cost)
+        rec = jax.block_until_ready(rec)
+        pieces.append(jax.device_get(rec))
+        if progress is not None:
+            progress(start + chunk_rounds, horizon)
+    carry = jax.block_until_ready(carry)
+    t4 = time.perf_counter()
+    totals = jax.device_get(carry.totals)
+    axis = 2 if grid else 1
+    records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
     if target > num:
         index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
         totals, records = jax.tree_util.tree_map(lambda a: a[index], (totals, records))
-    return SweepResult(totals, records, compile_seconds=t1 - t0, run_seconds=t2 - t1)
+    return SweepResult(
+        totals, records, compile_seconds=(t1 - t0) + (t3 - t2), run_seconds=(t2 - t1) + (t4 - t3)
+    )

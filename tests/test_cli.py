@@ -183,3 +183,30 @@ def test_split_seed_ranges_merge_to_the_single_run(tmp_path):
     # Overlapping or gapped ranges are refused.
     rc = cli.main(["merge", str(tmp_path / "x"), str(tmp_path / "a"), str(tmp_path / "all")])
     assert rc == 2
+
+
+def test_progress_lines_when_not_on_a_terminal(tmp_path):
+    cfg_path = _write(tmp_path, TINY)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "o"),
+         "--chunk", "3"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if "round" in l]
+    # 3 algorithms x 4 chunks of 3 rounds; rates from the second report on.
+    assert len(lines) == 12, proc.stderr
+    assert lines[0].strip() == "linucb: round 3/12"
+    assert "seed-rounds/s" in lines[1] and "s left" in lines[1]
+    quiet = subprocess.run(
+        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "q"),
+         "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    bad = subprocess.run(
+        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "b"),
+         "--chunk", "5"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --chunk:")
