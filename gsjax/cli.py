@@ -126,22 +126,35 @@ def progress_reporter(stream=None):
 
 
 def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
-               seed_start: int = 0, progress=None, chunk_rounds: int | None = None) -> dict:
+               seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
+               checkpoints: bool = True) -> dict:
     """Run a validated config and write its folder (see :func:`write_results`).
 
     ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders.
+    ranges and ``gsjax merge`` combines their folders. With ``checkpoints`` (default) the
+    folder holds ``checkpoint.npz`` while the run is in progress and a run on a folder with a
+    checkpoint of the same config resumes it; the checkpoint is removed once the results are
+    written.
     """
-    from gsjax import experiment
+    from gsjax import checkpoint, experiment, results
 
     t0 = time.perf_counter()
     built = experiment.build(cfg, seed_start)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / checkpoint.FILENAME).exists():
+        results.write_json(out / "config.json", config_to_dict(cfg))
     log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
         f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
     res = experiment.run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds,
-                                    progress=progress)
-    return write_results(res, out_dir, log=log, figures=figures,
-                         extra_meta={"wall_seconds": time.perf_counter() - t0})
+                                    progress=progress,
+                                    checkpoint_dir=out if checkpoints else None)
+    summary = write_results(res, out, log=log, figures=figures,
+                            extra_meta={"wall_seconds": time.perf_counter() - t0,
+                                        "seed_start": seed_start})
+    if checkpoints:
+        checkpoint.remove(out)
+    return summary
 
 
 def _cmd_run(args) -> int:
@@ -150,8 +163,19 @@ def _cmd_run(args) -> int:
         overrides.append(f"seeds={args.seeds}")
     if args.horizon is not None:
         overrides.append(f"horizon={args.horizon}")
-    path = find_config(args.config)
-    cfg = load_config(path, overrides)
+    if args.resume is not None:
+        from gsjax.config import parse_config
+        from gsjax.results import read_json
+
+        resolved = Path(args.resume) / "config.json"
+        if not resolved.is_file():
+            raise ConfigError("--resume", f"{resolved} not found: not a gsjax run folder")
+        if overrides:
+            raise ConfigError("--resume", "resumes the folder's own config; drop --set/--seeds/--horizon")
+        cfg = parse_config(read_json(resolved))
+        args.out = Path(args.resume)
+    else:
+        cfg = load_config(find_config(args.config), overrides)
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name
@@ -219,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field, e.g. --set agent.beta=0.3 (repeatable)")
     r.add_argument("--quiet", action="store_true", help="print nothing (no progress either)")
+    r.add_argument("--resume", type=Path, metavar="DIR",
+                   help="resume the run in DIR with its own config (same as running the same "
+                        "command again with --out DIR)")
     r.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default: at most 20 chunks); progress is "
                         "reported after each")

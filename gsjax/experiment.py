@@ -230,6 +230,7 @@ def run_experiment(
     seed_start: int = 0,
     chunk_rounds: int | None = None,
     progress=None,
+    checkpoint_dir=None,
 ) -> ExperimentResult:
     """Run every algorithm entry of ``cfg`` over global seed ids
     ``seed_start .. seed_start + cfg.seeds - 1``.
@@ -242,6 +243,9 @@ def run_experiment(
       chunk_rounds: rounds per compiled chunk (default :func:`gsjax.runner.auto_chunk`: at
         most 20 chunks); the numbers do not depend on it.
       progress: optional ``progress(name, horizon, seeds) -> callback(done, horizon)``.
+      checkpoint_dir: when given, a checkpoint is written there after every chunk
+        (:mod:`gsjax.checkpoint`), and an existing one is resumed; one written by a different
+        config (or seed range) is refused with a ConfigError.
     """
     if chunk_rounds is None:
         chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
@@ -249,12 +253,45 @@ def run_experiment(
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
     runs = {}
+    ck = None
+    if checkpoint_dir is not None:
+        from gsjax import checkpoint
+        from gsjax.config import config_hash
+
+        digest = config_hash(cfg)
+        ck = checkpoint.load(checkpoint_dir)
+        if ck is not None and (ck["config_hash"] != digest or ck["seed_start"] != built.seed_start):
+            raise ConfigError(
+                "<resume>",
+                f"{checkpoint_dir} holds a checkpoint of a different config or seed range "
+                f"(config hash {ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: "
+                f"{digest[:12]}, {built.seed_start}); refusing to mix them: use another --out, "
+                "or delete its checkpoint.npz to start over",
+            )
+        if ck is not None:
+            runs.update(ck["completed"])
+            if log is not None:
+                log(f"resuming from {checkpoint_dir}: {', '.join(ck['completed']) or 'none'} done, "
+                    f"{ck['current']} at round {ck['rounds_done']}/{cfg.horizon}")
     for ba in built.algorithms:
+        if ba.name in runs:
+            continue
+        start = on_chunk = None
+        if ck is not None and ck["current"] == ba.name:
+            start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
+        if checkpoint_dir is not None:
+
+            def on_chunk(leaves, done, records, name=ba.name, finished=dict(runs)):
+                checkpoint.save(checkpoint_dir, digest, built.seed_start, finished, name,
+                                leaves, done, records)
+
         res = sweep(
             root, seed_ids, ba.algo, built.structure, built.problem, ba.params, ba.move_cost,
             cfg.horizon, cfg.record_every, built.problem_per_seed, grid=bool(cfg.grid),
             chunk_rounds=chunk_rounds,
             progress=None if progress is None else progress(ba.name, cfg.horizon, cfg.seeds),
+            start=start,
+            on_chunk=on_chunk,
         )
         runs[ba.name] = res
         if log is not None:

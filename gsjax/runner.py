@@ -476,6 +476,8 @@ def sweep(
     grid: bool = False,
     chunk_rounds: int | None = None,
     progress=None,
+    start=None,
+    on_chunk=None,
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
@@ -497,6 +499,11 @@ def sweep(
     ``chunk_rounds`` (default: the whole horizon) runs the sweep as a Python loop over one
     compiled chunk (:func:`make_chunked`); it must divide ``horizon`` and be a multiple of
     ``record_every``. ``progress(rounds_done, horizon)`` is called after each chunk.
+
+    Checkpointing: ``on_chunk(carry_leaves, rounds_done, records_so_far)`` receives host copies
+    after each chunk (``records_so_far`` concatenated, padded seeds included); passing them
+    back as ``start=(carry_leaves, rounds_done, records_so_far)`` continues the sweep there,
+    with the numbers of an uninterrupted one.
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
@@ -528,25 +535,36 @@ def sweep(
         algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid
     )
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
+    axis = 2 if grid else 1
     t0 = time.perf_counter()
-    init_c = init_fn.lower(keys, problem, params).compile()
-    t1 = time.perf_counter()
-    carry = jax.block_until_ready(init_c(keys, problem, params))
+    if start is None:
+        init_c = init_fn.lower(keys, problem, params).compile()
+        t1 = time.perf_counter()
+        carry = jax.block_until_ready(init_c(keys, problem, params))
+        done, pieces = 0, []
+    else:
+        leaves, done, so_far = start
+        treedef = jax.tree_util.tree_structure(jax.eval_shape(init_fn, keys, problem, params))
+        carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
+        pieces = [so_far] if done else []
+        t1 = time.perf_counter()
     t2 = time.perf_counter()
     # Lowered on the real carry, so the chunk is compiled for its shardings too.
     chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, move_cost).compile()
     t3 = time.perf_counter()
-    pieces = []
-    for start in range(0, horizon, chunk_rounds):
-        carry, rec = chunk_c(carry, jnp.int32(start), keys, problem, params, move_cost)
+    for begin in range(done, horizon, chunk_rounds):
+        carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, move_cost)
         rec = jax.block_until_ready(rec)
         pieces.append(jax.device_get(rec))
+        if on_chunk is not None:
+            pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
+            on_chunk(jax.tree_util.tree_leaves(jax.device_get(carry)), begin + chunk_rounds,
+                     pieces[0])
         if progress is not None:
-            progress(start + chunk_rounds, horizon)
+            progress(begin + chunk_rounds, horizon)
     carry = jax.block_until_ready(carry)
     t4 = time.perf_counter()
     totals = jax.device_get(carry.totals)
-    axis = 2 if grid else 1
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
     if target > num:
         index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
