@@ -282,6 +282,10 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except FloatingPointError as e:  # gsjax.runner.NonFiniteFeedback
+        print(f"error: {e}; the last good checkpoint is kept in the output folder",
+              file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

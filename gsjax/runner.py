@@ -45,6 +45,7 @@ __all__ = [
     "sweep",
     "shard_seed_axis",
     "SweepResult",
+    "NonFiniteFeedback",
 ]
 
 
@@ -58,6 +59,7 @@ class RunTotals(NamedTuple):
     triggers: jax.Array  # (k,) int32 rounds in which criterion i's trigger condition held
     reoptimisations: jax.Array  # () int32 rounds with an LCB re-minimisation
     max_lcb_residual: jax.Array  # () largest solver residual over the run
+    first_nonfinite: jax.Array  # () int32 first round with NaN/inf feedback (0: none)
 
 
 class Records(NamedTuple):
@@ -86,11 +88,14 @@ def _zero_totals(k: int, dtype) -> RunTotals:
         triggers=zero_i,
         reoptimisations=jnp.zeros((), jnp.int32),
         max_lcb_residual=jnp.zeros((), dtype),
+        first_nonfinite=jnp.zeros((), jnp.int32),
     )
 
 
-def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move_cost) -> RunTotals:
-    """One round's contribution to the totals of one seed."""
+def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move_cost, t
+                ) -> RunTotals:
+    """Round ``t``'s contribution to the totals of one seed."""
+    bad = ~(jnp.all(jnp.isfinite(fb.y)) & jnp.isfinite(fb.expected_loss))
     changed = action != s_prev  # (n,)
     crit_changed = jnp.any(changed[problem.scopes] & problem.scope_mask, axis=-1)
     return RunTotals(
@@ -101,6 +106,9 @@ def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move
         triggers=tot.triggers + info.triggered.astype(jnp.int32),
         reoptimisations=tot.reoptimisations + info.reoptimised.astype(jnp.int32),
         max_lcb_residual=jnp.maximum(tot.max_lcb_residual, info.lcb_residual),
+        first_nonfinite=jnp.where(
+            (tot.first_nonfinite == 0) & bad, jnp.asarray(t, jnp.int32), tot.first_nonfinite
+        ),
     )
 
 
@@ -169,7 +177,7 @@ def advance(
         action, state = algo.act(jax.random.fold_in(key_t, 1), state, params, problem)
         fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
         state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
-        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost)
+        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
         return Carry(state, action, tot), action
 
     return _scan_rounds(round_, carry, num_rounds, record_every, t0)
@@ -275,7 +283,7 @@ def advance_compact(
     observe_b = jax.vmap(lambda key, prob, s: observe(key, structure, prob, s), in_axes=(0, pax, 0))
     act_b = jax.vmap(algo.act, in_axes=(0, 0, None, pax))
     prepare_b = jax.vmap(algo.prepare, in_axes=(0, 0, 0, 0, None, pax))
-    accumulate_b = jax.vmap(_accumulate, in_axes=(0, pax, 0, 0, 0, 0, None))
+    accumulate_b = jax.vmap(_accumulate, in_axes=(0, pax, 0, 0, 0, 0, None, None))
 
     def round_(carry, t):
         states, s_prev, tot = carry
@@ -294,7 +302,7 @@ def advance_compact(
             )
         states = states._replace(s=s_new)
         info = info._replace(lcb_residual=resid)
-        tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost)
+        tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost, t)
         return Carry(states, action, tot), action
 
     carry, records = _scan_rounds(round_, carry, num_rounds, record_every, t0)
@@ -351,6 +359,18 @@ def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
     return keys, problem
 
 
+class NonFiniteFeedback(FloatingPointError):
+    """The environment returned NaN or infinite feedback; the run stops at that chunk."""
+
+    def __init__(self, seed_id: int, round_: int, grid_point: int | None = None):
+        self.seed_id, self.round, self.grid_point = seed_id, round_, grid_point
+        where = f" at grid point {grid_point}" if grid_point is not None else ""
+        super().__init__(
+            f"non-finite feedback (NaN or inf) from the environment for seed {seed_id}{where} "
+            f"in round {round_}"
+        )
+
+
 class SweepResult(NamedTuple):
     """Host copies of a sweep's outputs (leading axis: seeds) and its timings."""
 
@@ -403,6 +423,16 @@ def make_sweep(
     if grid:
         batch = jax.vmap(batch, in_axes=(None, None, 0, 0))
     return jax.jit(batch)
+
+
+def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
+    """Raise :class:`NonFiniteFeedback` naming the earliest bad round, before any checkpoint."""
+    if not np.any(first_bad > 0):
+        return
+    rounds = np.where(first_bad > 0, first_bad, np.iinfo(np.int32).max)
+    idx = np.unravel_index(int(np.argmin(rounds)), rounds.shape)
+    seed = int(np.asarray(seed_ids)[idx[-1]])
+    raise NonFiniteFeedback(seed, int(rounds[idx]), int(idx[0]) if grid else None)
 
 
 def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
@@ -504,6 +534,9 @@ def sweep(
     after each chunk (``records_so_far`` concatenated, padded seeds included); passing them
     back as ``start=(carry_leaves, rounds_done, records_so_far)`` continues the sweep there,
     with the numbers of an uninterrupted one.
+
+    NaN or infinite feedback raises :class:`NonFiniteFeedback` (naming the seed's global id and
+    the round) at the end of the chunk where it appeared, before that chunk is checkpointed.
     """
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
@@ -555,6 +588,7 @@ def sweep(
     for begin in range(done, horizon, chunk_rounds):
         carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, move_cost)
         rec = jax.block_until_ready(rec)
+        _check_finite(np.asarray(jax.device_get(carry.totals.first_nonfinite)), seed_ids, grid)
         pieces.append(jax.device_get(rec))
         if on_chunk is not None:
             pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]

@@ -114,3 +114,35 @@ def test_resume_flag_uses_the_folder_config(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "gsjax", "run", "--resume",
                               str(tmp_path / "nope")], capture_output=True, text=True, timeout=600)
     assert missing.returncode == 2 and "--resume" in missing.stderr
+
+
+def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    """NaN feedback from round 45 on for global seed 4: the run stops naming seed 4 and round
+    45, and the checkpoint holds the last good chunk (rounds 1-40)."""
+    import jax.numpy as jnp
+    import pytest
+
+    from gsjax import checkpoint, experiment, runner
+    from gsjax.config import parse_config
+    import tomllib
+
+    real = runner._accumulate
+
+    def poisoned(tot, problem, action, s_prev, fb, info, move_cost, t):
+        # The seed is identified through its theta row sum, unique per seed (per-seed theta).
+        is_seed = jnp.abs(jnp.sum(problem.theta) - target) < 1e-4
+        y = jnp.where((t >= 45) & is_seed, jnp.nan, fb.y)
+        return real(tot, problem, action, s_prev, fb._replace(y=y), info, move_cost, t)
+
+    raw = tomllib.loads(CONFIG)
+    raw["horizon"] = 100
+    cfg = parse_config(raw, ["seeds=3"])
+    built = experiment.build(cfg, seed_start=3)
+    target = float(jnp.sum(built.problem.theta[1]))  # global seed 4 = row 1 of seeds 3..5
+    monkeypatch.setattr(runner, "_accumulate", poisoned)
+    with pytest.raises(runner.NonFiniteFeedback) as e:
+        experiment.run_experiment(cfg, built, chunk_rounds=20, checkpoint_dir=tmp_path)
+    assert (e.value.seed_id, e.value.round) == (4, 45)
+    assert "seed 4" in str(e.value) and "round 45" in str(e.value)
+    ck = checkpoint.load(tmp_path)
+    assert ck["current"] == "linucb" and ck["rounds_done"] == 40
