@@ -97,7 +97,8 @@ def progress_reporter(stream=None):
 
             def update(done, total):
                 bar.update(done - bar.n)
-                bar.set_postfix_str(f"{bar.format_dict['rate'] or 0.0:.0f} rounds/s x {seeds} seeds")
+                rate = bar.format_dict["rate"] or 0.0
+                bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s", refresh=False)
                 if done >= total:
                     bar.close()
 
