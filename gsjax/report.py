@@ -56,7 +56,7 @@ def _main_table(summary: dict) -> list[str]:
     return lines
 
 
-def _clique_table(summary: dict, arrays_lambda: np.ndarray, paper: dict) -> list[str]:
+def _clique_table(summary: dict, arrays_lambda: np.ndarray) -> list[str]:
     """Table 2 in full: per clique, global vs async updates and changes."""
     algos = summary["algorithms"]
     glob = [n for n, a in algos.items() if a["algorithm"] == "lazy"]
@@ -148,7 +148,7 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     first_lazy = next((n for n, a in summary["algorithms"].items() if a["algorithm"] == "lazy"), None)
     if first_lazy:
         lam = arrays[f"{first_lazy}/lambda_reg"]
-        table = _clique_table(summary, lam, paper)
+        table = _clique_table(summary, lam)
         if table:
             lines += ["Per clique (the paper's Table 2 in full; waste = global updates / async updates):", ""]
             lines += table + [""]
