@@ -380,51 +380,6 @@ class SweepResult(NamedTuple):
     run_seconds: float
 
 
-def make_sweep(
-    algo: BanditAlgorithm,
-    structure: Structure,
-    horizon: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool = False,
-    buffer: int = 8,
-    grid: bool = False,
-):
-    """A jitted sweep over seed keys (and over problems when drawn per seed).
-
-    ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
-    cost every round, the lazy ``cond`` becoming a select under ``vmap``).
-    ``compact=True``: :func:`run_compact`, whose solver cost follows the triggers.
-    ``grid=True``: ``params`` and ``move_cost`` carry a leading grid axis ``G`` and the sweep
-    is ``vmap``-ed over it too, in the same compiled program; outputs are ``(G, S, ...)``.
-
-    The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
-    Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
-    the last bits from a larger batch's; :func:`sweep` pads that case.
-    """
-    if compact:
-
-        def batch(keys, problem, params, move_cost):
-            _, totals, records = run_compact(
-                keys, algo, structure, problem, params, move_cost, horizon, record_every,
-                buffer, problem_per_seed,
-            )
-            return totals, records
-
-    else:
-
-        def one(key, problem, params, move_cost):
-            _, totals, records = run(
-                key, algo, structure, problem, params, move_cost, horizon, record_every
-            )
-            return totals, records
-
-        batch = jax.vmap(one, in_axes=(0, 0 if problem_per_seed else None, None, None))
-    if grid:
-        batch = jax.vmap(batch, in_axes=(None, None, 0, 0))
-    return jax.jit(batch)
-
-
 def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
     """Raise :class:`NonFiniteFeedback` naming the earliest bad round, before any checkpoint."""
     if not np.any(first_bad > 0):
@@ -487,6 +442,40 @@ def make_chunked(
         init = jax.vmap(init, in_axes=(None, None, 0))
         chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0))
     return jax.jit(init), jax.jit(chunk)
+
+
+def make_sweep(
+    algo: BanditAlgorithm,
+    structure: Structure,
+    horizon: int,
+    record_every: int = 1,
+    problem_per_seed: bool = False,
+    compact: bool = False,
+    buffer: int = 8,
+    grid: bool = False,
+):
+    """A jitted sweep over seed keys (and over problems when drawn per seed).
+
+    ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
+    cost every round, the lazy ``cond`` becoming a select under ``vmap``).
+    ``compact=True``: :func:`run_compact`, whose solver cost follows the triggers.
+    ``grid=True``: ``params`` and ``move_cost`` carry a leading grid axis ``G`` and the sweep
+    is ``vmap``-ed over it too, in the same compiled program; outputs are ``(G, S, ...)``.
+
+    The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
+    Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
+    the last bits from a larger batch's; :func:`sweep` pads that case.
+    """
+    init_fn, chunk_fn = make_chunked(
+        algo, structure, horizon, record_every, problem_per_seed, compact, buffer, grid
+    )
+
+    def whole(keys, problem, params, move_cost):
+        carry = init_fn(keys, problem, params)
+        carry, records = chunk_fn(carry, 0, keys, problem, params, move_cost)
+        return carry.totals, records
+
+    return jax.jit(whole)
 
 
 def sweep(
