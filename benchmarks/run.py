@@ -3,6 +3,7 @@
     python benchmarks/run.py            # full: seeds 1, 64, 1024, 16384 x T = 1e3, 1e4
     python benchmarks/run.py --quick    # about 2 minutes on 2 CPU cores
     python benchmarks/run.py --max-seeds 1024 --workloads section7_2   # a subset
+    bash benchmarks/gpu.sh              # --mode gpu: 10^4 - 10^6 seeds on a CUDA GPU
 
 The full run was not timed end to end; from the quick rates it needs roughly an hour on 2 CPU
 cores (the 16384-seed graph rows take minutes each even cut to a few rounds) and several GB of
@@ -87,6 +88,13 @@ MODES = {
         seeds=(1, 64, 1024), horizons=(1000,), gsjax_budget=4.0, loop_budget=2.0,
         loop_min_rounds=5, vec_budget=3.0, vec_min_rounds=2, repeats=3, gsjax_min_rounds=20,
         graph_seeds=(1, 64), graph_horizons=(200,),
+    ),
+    # benchmarks/gpu.sh: 10^4 - 10^6 seeds within about 8 minutes on one GPU. The NumPy
+    # baselines run a few rounds only (the loop's rate does not depend on the seed count).
+    "gpu": dict(
+        seeds=(10_000, 100_000, 1_000_000), horizons=(1000,), gsjax_budget=15.0,
+        loop_budget=2.0, loop_min_rounds=5, vec_budget=6.0, vec_min_rounds=1, repeats=3,
+        gsjax_min_rounds=20, graph_seeds=(10_000,), graph_horizons=(200,),
     ),
 }
 
@@ -364,13 +372,15 @@ def results_markdown(res) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, a few minutes on 2 cores")
+    ap.add_argument("--mode", choices=sorted(MODES), default=None,
+                    help="size preset (default: full, or quick with --quick; gpu: 10^4-10^6 seeds)")
     ap.add_argument("--out", default="benchmarks/results/latest.json", help="results JSON")
     ap.add_argument("--results-md", default="benchmarks/RESULTS.md", help="markdown report")
     ap.add_argument("--workloads", default="section7_2,sparse_graph",
                     help="comma-separated subset of section7_2,sparse_graph")
     ap.add_argument("--max-seeds", type=int, default=None, help="skip rows with more seeds")
     args = ap.parse_args(argv)
-    mode = "quick" if args.quick else "full"
+    mode = args.mode or ("quick" if args.quick else "full")
     cfg = MODES[mode]
     t_begin = time.perf_counter()
     out_path = Path(args.out)
@@ -484,7 +494,12 @@ def main(argv=None) -> int:
                         flush=True,
                     )
                     res = {"meta": meta, "rows": rows}
-                    write_json(out_path, res)  # partial results survive an interruption
+                    # Partial results survive an interruption (gpu.sh runs under a timeout).
+                    write_json(out_path, res)
+                    write_text(md_path, results_markdown(
+                        {"meta": dict(meta, loadavg_end="(running)",
+                                      total_seconds=time.perf_counter() - t_begin),
+                         "rows": rows}))
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     meta["total_seconds"] = time.perf_counter() - t_begin
     res = {"meta": meta, "rows": rows}
