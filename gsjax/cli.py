@@ -176,7 +176,12 @@ def _cmd_run(args) -> int:
         cfg = parse_config(read_json(resolved))
         args.out = Path(args.resume)
     else:
-        cfg = load_config(find_config(args.config), overrides)
+        path = find_config(args.config)
+        if _is_oco(path):  # Section 6 (full-information OCO): gsjax.oco
+            from gsjax.oco.cli import cmd_run
+
+            return cmd_run(args, path, overrides)
+        cfg = load_config(path, overrides)
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name
@@ -188,6 +193,13 @@ def _cmd_run(args) -> int:
                seed_start=args.seed_start, chunk_rounds=args.chunk,
                progress=None if args.quiet else progress_reporter())
     return 0
+
+
+def _is_oco(path) -> bool:
+    """Whether a config file is marked ``kind = "oco"`` (handled by :mod:`gsjax.oco`)."""
+    from gsjax.oco.config import config_kind
+
+    return config_kind(path) == "oco"
 
 
 def _cmd_merge(args) -> int:
@@ -202,6 +214,10 @@ def _cmd_check(args) -> int:
     from gsjax import experiment
 
     path = find_config(args.config)
+    if _is_oco(path):
+        from gsjax.oco.cli import cmd_check
+
+        return cmd_check(path, list(args.set or []))
     cfg = load_config(path, list(args.set or []))
     experiment.build(cfg)
     print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms)")
@@ -215,6 +231,12 @@ def _cmd_plot(args) -> int:
     if not (d / "arrays.npz").is_file():
         raise ConfigError("<file>", f"{d}/arrays.npz not found: not a gsjax run folder")
     arrays = results.read_npz(d / "arrays.npz")
+    if results.read_json(d / "summary.json")["meta"].get("kind") == "oco":
+        from gsjax.oco.plotting import replot
+
+        for p in replot(d):
+            print(p)
+        return 0
     name = results.read_json(d / "summary.json")["meta"].get("name", d.name)
     for p in plotting.plot_all(arrays, d, name=name):
         print(p)

@@ -31,6 +31,11 @@ TOML layout (defaults in parentheses)::
 
     [problem.theta]                 # distribution, values, scale, seed, per_seed
     [problem.noise]                 # kind, sigma
+    # environment = "adult" (Section 7.3): the loss comes from UCI Adult data;
+    # needs structure = "blocks", num_blocks = block_dim = 1, no theta/noise;
+    # options in [problem.adult] (AdultConfig)
+    # environment = "factor" (Section 5.3): a factor graph; structure omitted,
+    # sizes, layout and mixing in [problem.factor] (FactorConfig)
 
     [agent]                         # shared defaults for all algorithms
 
@@ -61,10 +66,12 @@ from typing import Any, Mapping, Sequence
 
 __all__ = [
     "ALGORITHM_NAMES",
+    "AdultConfig",
     "AgentConfig",
     "AlgorithmEntry",
     "ConfigError",
     "ExperimentConfig",
+    "FactorConfig",
     "GRID_FIELDS",
     "MAX_RECORDS",
     "default_record_every",
@@ -174,6 +181,55 @@ class NoiseConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class AdultConfig:
+    """The UCI Adult threshold environment (``[problem.adult]``; see :mod:`gsjax.fairness`).
+
+    Attributes:
+        batch_size: Held-out rows drawn (with replacement) per round, B >= 1
+            (>= 2 for ``'split'``).
+        gap_estimator: ``'plain'`` (the batch's |TPR_m - TPR_f|), ``'signed'``
+            (unbiased TPR_m - TPR_f) or ``'split'`` (sign of one half-batch
+            times the other half's estimate).
+        classifier_seed: Key of the logistic regression's starting weights.
+        classifier_steps: L-BFGS iterations (>= 1).
+        classifier_l2: L2 penalty on the weights (>= 0).
+        raw_data: Folder holding adult.data and adult.test to parse instead
+            of the file shipped in the package (``None``: the shipped file).
+    """
+
+    batch_size: int = 100
+    gap_estimator: str = "plain"
+    classifier_seed: int = 0
+    classifier_steps: int = 200
+    classifier_l2: float = 1e-4
+    raw_data: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FactorConfig:
+    """A factor-graph problem (``[problem.factor]``, Section 5.3; see :mod:`gsjax.factor`).
+
+    Attributes:
+        num_coords: Coordinates n (>= 1).
+        num_nodes: Nodes (criteria) k (>= 1).
+        layout: ``'clique'`` (one factor over every coordinate shared by every
+            node, the dense case of Section 5.3) or ``'explicit'``.
+        factors: For ``'explicit'``: one ``(coords, nodes)`` pair of index
+            tuples per factor; ``None`` for ``'clique'``.
+        mixing: Node-specific feature mixing ``'orthogonal'``, ``'scaled'``
+            or ``'identity'``.
+        mixing_seed: NumPy seed of the mixing matrices (>= 0).
+    """
+
+    num_coords: int
+    num_nodes: int
+    layout: str = "clique"
+    factors: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] | None = None
+    mixing: str = "orthogonal"
+    mixing_seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class ProblemConfig:
     """The bandit problem (``[problem]``).
 
@@ -199,6 +255,9 @@ class ProblemConfig:
         s0: Initial state, a float in [0, 1] or a tuple of n such floats.
         theta: True-parameter specification.
         noise: Observation-noise specification.
+        environment: ``'linear'`` (the linear model above) or ``'adult'``
+            (threshold tuning on UCI Adult, Section 7.3).
+        adult: Options of ``environment = 'adult'`` (``None`` otherwise).
     """
 
     structure: str
@@ -217,6 +276,9 @@ class ProblemConfig:
     s0: float | tuple[float, ...] = 0.5
     theta: ThetaConfig = dataclasses.field(default_factory=ThetaConfig)
     noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
+    environment: str = "linear"
+    adult: AdultConfig | None = None
+    factor: FactorConfig | None = None  # environment = 'factor' (Section 5.3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +407,14 @@ _GRAPH_KEYS = (
 _PROBLEM_KEYS = (
     ("structure",) + _BLOCK_KEYS + _GRAPH_KEYS
     + ("features", "rff_dim", "rff_lengthscale", "s0", "theta", "noise")
+    + ("environment", "adult")
+    + ("factor",)
 )
+_ADULT_KEYS = tuple(f.name for f in dataclasses.fields(AdultConfig))
+_ENVIRONMENTS = ("linear", "adult", "factor")
+_FACTOR_KEYS = tuple(f.name for f in dataclasses.fields(FactorConfig))
+_MIXINGS = ("orthogonal", "scaled", "identity")
+_GAP_ESTIMATORS = ("plain", "signed", "split")
 _THETA_KEYS = ("distribution", "values", "scale", "seed", "per_seed")
 _NOISE_KEYS = ("kind", "sigma")
 _AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
@@ -478,6 +547,10 @@ def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
     path = "problem"
     _check_keys(raw, path, _PROBLEM_KEYS)
     f = lambda key: _join(path, key)  # noqa: E731
+    if raw.get("environment") == "factor":  # Section 5.3: sizes come from [problem.factor]
+        return _parse_factor_problem(raw)
+    if "factor" in raw:
+        raise ConfigError(f("factor"), "only allowed when problem.environment = 'factor'")
 
     structure = _choice(_required(raw, "structure", f("structure")),
                         f("structure"), _STRUCTURES)
@@ -587,7 +660,144 @@ def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
                                   "n (number of coordinates)", ge=0.0, le=1.0)
     fields["theta"] = _parse_theta(_table(raw.get("theta", {}), f("theta")), k)
     fields["noise"] = _parse_noise(_table(raw.get("noise", {}), f("noise")), k, n)
+    environment = _choice(raw.get("environment", "linear"), f("environment"), _ENVIRONMENTS)
+    if environment == "adult":
+        fields.update(environment=environment, adult=_parse_adult(raw, fields))
+        if "features" not in raw:  # [1, tau, tau^2]: Example 1 with k = 1
+            fields["features"] = "quadratic"
+    elif "adult" in raw:
+        raise ConfigError(f("adult"), "only allowed when problem.environment = 'adult'")
     return ProblemConfig(**fields), k, n
+
+
+def _parse_adult(raw: dict, fields: Mapping) -> AdultConfig:
+    """``[problem.adult]``, and the shape the Adult environment needs (one threshold)."""
+    why = "problem.environment = 'adult' has one threshold tau in [0, 1]: use 1"
+    if fields["structure"] != "blocks":
+        raise ConfigError("problem.structure",
+                          "must be 'blocks' (num_blocks = block_dim = 1) for "
+                          "problem.environment = 'adult'")
+    for key in _BLOCK_KEYS:
+        if fields[key] != 1:
+            raise ConfigError(f"problem.{key}", f"{why}, got {fields[key]}")
+    for key in ("theta", "noise"):
+        if key in raw:
+            raise ConfigError(
+                f"problem.{key}",
+                "not used by problem.environment = 'adult' (the loss comes from the data); "
+                "remove it (set agent.oful_sigma for the OFUL radius)",
+            )
+    path = "problem.adult"
+    table = _table(raw.get("adult", {}), path)
+    _check_keys(table, path, _ADULT_KEYS)
+    f = lambda key: _join(path, key)  # noqa: E731
+    d = AdultConfig()
+    estimator = _choice(table.get("gap_estimator", d.gap_estimator), f("gap_estimator"),
+                        _GAP_ESTIMATORS)
+    batch = _int(table.get("batch_size", d.batch_size), f("batch_size"),
+                 minimum=2 if estimator == "split" else 1)
+    raw_data = table.get("raw_data", None)
+    if raw_data is not None:
+        raw_data = _str(raw_data, f("raw_data"), nonempty=True)
+        for name in ("adult.data", "adult.test"):
+            if not os.path.isfile(os.path.join(raw_data, name)):
+                raise ConfigError(f("raw_data"), f"{name} not found in {raw_data!r}")
+    return AdultConfig(
+        batch_size=batch,
+        gap_estimator=estimator,
+        classifier_seed=_int(table.get("classifier_seed", d.classifier_seed),
+                             f("classifier_seed"), minimum=0),
+        classifier_steps=_int(table.get("classifier_steps", d.classifier_steps),
+                              f("classifier_steps"), minimum=1),
+        classifier_l2=_float(table.get("classifier_l2", d.classifier_l2), f("classifier_l2"),
+                             ge=0.0),
+        raw_data=raw_data,
+    )
+
+
+def _parse_factor_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
+    """``environment = 'factor'``: a factor graph, its sizes from ``[problem.factor]``.
+
+    ``structure`` may be omitted (it is ``'factor'``); the block and graph keys do not apply.
+    ``[problem.theta]`` draws the factor parameters ``w*_C``: ``'explicit'`` values have one
+    row per FACTOR, of ``d_C`` entries (``|C|`` linear, ``2|C|+1`` quadratic, ``rff_dim`` rff).
+    """
+    f = lambda key: _join("problem", key)  # noqa: E731
+    if raw.get("structure", "factor") != "factor":
+        raise ConfigError(f("structure"), "must be 'factor' (or omitted) for "
+                          "problem.environment = 'factor'")
+    for key in _BLOCK_KEYS + _GRAPH_KEYS + ("adult",):
+        if key in raw:
+            raise ConfigError(f(key), "not used by problem.environment = 'factor' (the sizes "
+                              "come from [problem.factor])")
+    path = "problem.factor"
+    table = _table(_required(raw, "factor", path, "for problem.environment = 'factor'"), path)
+    _check_keys(table, path, _FACTOR_KEYS)
+    g = lambda key: _join(path, key)  # noqa: E731
+    n = _int(_required(table, "num_coords", g("num_coords")), g("num_coords"), minimum=1)
+    k = _int(_required(table, "num_nodes", g("num_nodes")), g("num_nodes"), minimum=1)
+    layout = _choice(table.get("layout", "clique"), g("layout"), ("clique", "explicit"))
+    factors = None
+    if layout == "explicit":
+        rows = _list(_required(table, "factors", g("factors"), "for layout = 'explicit'"),
+                     g("factors"))
+        if not rows:
+            raise ConfigError(g("factors"), "must list at least one factor")
+        parsed = []
+        for c, row in enumerate(rows):
+            rf = f"{g('factors')}[{c}]"
+            row = _table(row, rf)
+            _check_keys(row, rf, ("coords", "nodes"))
+            pair = []
+            for key, size in (("coords", n), ("nodes", k)):
+                vals = _list(_required(row, key, f"{rf}.{key}"), f"{rf}.{key}")
+                if not vals:
+                    raise ConfigError(f"{rf}.{key}", "must be a non-empty list of indices")
+                idx = tuple(_int(v, f"{rf}.{key}[{j}]") for j, v in enumerate(vals))
+                for j, v in enumerate(idx):
+                    if not 0 <= v < size:
+                        raise ConfigError(f"{rf}.{key}[{j}]", f"index {v} out of range [0, {size})")
+                if len(set(idx)) != len(idx):
+                    raise ConfigError(f"{rf}.{key}", f"duplicate index in {list(idx)}")
+                pair.append(idx)
+            parsed.append(tuple(pair))
+        covered = {i for _, nodes in parsed for i in nodes}
+        missing = [i for i in range(k) if i not in covered]
+        if missing:
+            raise ConfigError(g("factors"), f"node {missing[0]} belongs to no factor; every node "
+                              "needs at least one")
+        factors = tuple(parsed)
+    elif "factors" in table:
+        raise ConfigError(g("factors"), "only allowed when problem.factor.layout = 'explicit'")
+    fc = FactorConfig(
+        num_coords=n, num_nodes=k, layout=layout, factors=factors,
+        mixing=_choice(table.get("mixing", "orthogonal"), g("mixing"), _MIXINGS),
+        mixing_seed=_int(table.get("mixing_seed", 0), g("mixing_seed"), minimum=0),
+    )
+    features = _choice(raw.get("features", "linear"), f("features"), _FEATURES)
+    rff_dim = _int(raw.get("rff_dim", 16), f("rff_dim"), minimum=1)
+    scopes = [tuple(range(n))] if factors is None else [c for c, _ in factors]
+    theta = _parse_theta(_table(raw.get("theta", {}), f("theta")), len(scopes))
+    if theta.values is not None:
+        for c, (row, coords) in enumerate(zip(theta.values, scopes)):
+            m = len(coords)
+            d_c = m if features == "linear" else (2 * m + 1 if features == "quadratic" else rff_dim)
+            if len(row) != d_c:
+                raise ConfigError(f"problem.theta.values[{c}]",
+                                  f"factor {c} has {d_c} {features} features; got {len(row)} values")
+    problem = ProblemConfig(
+        structure="factor",
+        features=features,
+        rff_dim=rff_dim,
+        rff_lengthscale=_float(raw.get("rff_lengthscale", 0.5), f("rff_lengthscale"), gt=0.0),
+        s0=_float_or_list(raw.get("s0", 0.5), f("s0"), n, "n (number of coordinates)",
+                          ge=0.0, le=1.0),
+        theta=theta,
+        noise=_parse_noise(_table(raw.get("noise", {}), f("noise")), k, n),
+        environment="factor",
+        factor=fc,
+    )
+    return problem, k, n
 
 
 def _parse_theta(raw: dict, k: int) -> ThetaConfig:
@@ -962,9 +1172,23 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
     Returns:
         A new nested dict of str/int/float/bool/list/dict values.
     """
-    problem = _dataclass_dict(cfg.problem, skip=("theta", "noise"))
-    problem["theta"] = _dataclass_dict(cfg.problem.theta)
-    problem["noise"] = _dataclass_dict(cfg.problem.noise)
+    problem = _dataclass_dict(cfg.problem, skip=("theta", "noise", "environment", "adult",
+                                                 "factor"))
+    if cfg.problem.environment == "linear":  # (omitted: hashes of linear configs unchanged)
+        problem["theta"] = _dataclass_dict(cfg.problem.theta)
+        problem["noise"] = _dataclass_dict(cfg.problem.noise)
+    elif cfg.problem.environment == "factor":  # Section 5.3
+        problem["environment"] = "factor"
+        problem["theta"] = _dataclass_dict(cfg.problem.theta)
+        problem["noise"] = _dataclass_dict(cfg.problem.noise)
+        fac = _dataclass_dict(cfg.problem.factor, skip=("factors",))
+        if cfg.problem.factor.factors is not None:
+            fac["factors"] = [{"coords": list(c), "nodes": list(v)}
+                              for c, v in cfg.problem.factor.factors]
+        problem["factor"] = fac
+    else:  # a data environment has no theta / noise tables
+        problem["environment"] = cfg.problem.environment
+        problem["adult"] = _dataclass_dict(cfg.problem.adult)
     return {
         "name": cfg.name,
         "description": cfg.description,
@@ -1010,6 +1234,8 @@ def num_criteria(cfg: ExperimentConfig | ProblemConfig) -> int:
         cfg: An :class:`ExperimentConfig` or its :class:`ProblemConfig`.
     """
     p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
+    if p.environment == "factor":
+        return p.factor.num_nodes
     return p.num_blocks if p.structure == "blocks" else p.num_nodes
 
 
@@ -1020,6 +1246,8 @@ def num_coords(cfg: ExperimentConfig | ProblemConfig) -> int:
         cfg: An :class:`ExperimentConfig` or its :class:`ProblemConfig`.
     """
     p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
+    if p.environment == "factor":
+        return p.factor.num_coords
     if p.structure == "blocks":
         return p.num_blocks * p.block_dim
     return p.num_nodes

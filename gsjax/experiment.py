@@ -77,6 +77,10 @@ def grid_points(cfg: ExperimentConfig) -> list[dict]:
 
 def build_scopes(pc: ProblemConfig) -> graphs.Scopes:
     """Scopes from the problem config (graph generators run on the host)."""
+    if pc.environment == "factor":  # node scopes: the union of each node's factors
+        from gsjax import factor
+
+        return factor.node_scopes(factor_layout(pc))
     if pc.structure == "blocks":
         return graphs.block_scopes(pc.num_blocks, pc.block_dim)
     n = pc.num_nodes
@@ -148,10 +152,16 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     pc = cfg.problem
     scopes = build_scopes(pc)
     structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
+    if pc.environment == "factor":  # Section 5.3 (gsjax.factor); theta rows checked per factor
+        from gsjax import factor
+
+        structure, _ = factor.make_factor_structure(
+            factor_layout(pc), pc.features, pc.noise.kind, pc.rff_dim, pc.factor.mixing
+        )
     k = structure.num_criteria
 
     th = pc.theta
-    if th.distribution == "explicit":
+    if th.distribution == "explicit" and pc.environment != "factor":
         fmask_rows = _feature_counts(structure, scopes)
         for i, row in enumerate(th.values):
             if len(row) != fmask_rows[i]:
@@ -162,6 +172,15 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                 )
 
     def make(key):
+        if pc.environment == "factor":
+            from gsjax import factor
+
+            return factor.make_factor_problem(
+                key, structure, factor_layout(pc), theta_distribution=th.distribution,
+                theta_values=th.values, theta_scale=th.scale, noise_sigma=pc.noise.sigma,
+                s0=pc.s0, rff_lengthscale=pc.rff_lengthscale,
+                mixing_seed=pc.factor.mixing_seed, dtype=dtype,
+            )
         return make_problem(
             key,
             structure,
@@ -177,7 +196,9 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
 
     problem_key = jax.random.key(th.seed)
     per_seed = bool(th.per_seed and th.distribution != "explicit")
-    if per_seed:
+    if pc.environment == "adult":  # Section 7.3: the loss comes from data (gsjax.fairness)
+        structure, problem = _adult_problem(pc, structure, scopes, dtype)
+    elif per_seed:
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
             problem_key, jnp.arange(seed_start, seed_start + cfg.seeds, dtype=jnp.uint32)
         )
@@ -212,6 +233,31 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
         algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
+
+
+def _adult_problem(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes, dtype):
+    """Structure and problem of ``environment = "adult"`` (trains the classifier, cached)."""
+    from gsjax import fairness
+
+    a = pc.adult
+    return fairness.make_adult_problem(
+        structure, scopes, batch_size=a.batch_size, gap_estimator=a.gap_estimator,
+        classifier_seed=a.classifier_seed, classifier_steps=a.classifier_steps,
+        classifier_l2=a.classifier_l2, raw_data=a.raw_data, s0=pc.s0, dtype=dtype,
+    )
+
+
+def factor_layout(pc: ProblemConfig):
+    """The :class:`gsjax.factor.FactorLayout` of an ``environment = "factor"`` config."""
+    from gsjax import factor
+
+    fc = pc.factor
+    if fc.layout == "clique":
+        return factor.clique_layout(fc.num_nodes, fc.num_coords)
+    return factor.FactorLayout(
+        fc.num_coords, fc.num_nodes, tuple(c for c, _ in fc.factors),
+        tuple(v for _, v in fc.factors),
+    )
 
 
 def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
@@ -364,6 +410,8 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name] = {**per[best], "grid_point": points[best], **timing}
         else:
             algos[name] = {**_algo_summary(res.totals, kinds[name]), **timing}
+            # The state played at round T (the converged threshold in Section 7.3).
+            algos[name]["final_state"] = _mean_stderr(np.asarray(res.records.action)[:, -1, :])
         compile_s += res.compile_seconds
         run_s += res.run_seconds
     b = result.built
@@ -386,6 +434,16 @@ def summarise(result: ExperimentResult) -> dict:
     if not b.problem_per_seed:
         meta["s_star"] = np.asarray(p.s_star).tolist()
         meta["loss_star"] = float(p.loss_star)
+    if b.structure.environment == "adult":
+        from gsjax import fairness
+
+        meta["adult"] = {**fairness.describe(p), **dataclasses.asdict(b.structure.env_spec)}
+    if b.structure.environment == "factor":  # Section 5.3
+        spec = b.structure.env_spec
+        first = (lambda a: np.asarray(a)[0]) if b.problem_per_seed else np.asarray
+        meta["factor"] = {**dataclasses.asdict(spec),
+                          "d_eff": int(first(p.env_data.factor_feat_mask).sum()),
+                          "nodewise_dims": int(first(p.feat_mask).sum())}
     out = {"algorithms": algos, "meta": meta}
     if cfg.grid:
         out["grid"] = {"axes": {k: list(v) for k, v in cfg.grid}, "points": grid_rows}

@@ -42,6 +42,10 @@ __all__ = [
     "refresh",
     "update",
     "theta_hat",
+    "RANK_K_METHODS",
+    "woodbury",
+    "sherman_morrison_steps",
+    "update_rank_k",
 ]
 
 
@@ -156,3 +160,78 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
 def theta_hat(stats: RidgeStats) -> jax.Array:
     """Ridge estimate ``V^{-1} b`` of shape (d,)."""
     return stats.inv @ stats.b
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank-k updates (vector feedback, Section 5.3: Joint-LazyGraphLinUCB)
+# ---------------------------------------------------------------------------------------------
+
+RANK_K_METHODS = ("woodbury", "sherman_morrison")
+
+
+def woodbury(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``((V + X^T X)^{-1}, log det(V + X^T X) - log det V)`` from ``V^{-1}`` in one step.
+
+    Woodbury: ``(V + X^T X)^{-1} = V^{-1} - V^{-1} X^T (I_k + X V^{-1} X^T)^{-1} X V^{-1}``;
+    determinant lemma: the log-det grows by ``log det(I_k + X V^{-1} X^T)``, read off the
+    Cholesky factor of the ``k x k`` capacitance matrix that the inverse needs anyway.
+
+    Args:
+      inv: (d, d) current inverse (symmetric).
+      xs: (k, d) the k rows added.
+    """
+    u = xs @ inv  # (k, d) = X V^{-1}
+    cap = jnp.eye(xs.shape[0], dtype=inv.dtype) + u @ xs.T  # (k, k)
+    chol = jnp.linalg.cholesky(symmetrize(cap))
+    w = jax.scipy.linalg.cho_solve((chol, True), u)  # (k, d) = C^{-1} X V^{-1}
+    return symmetrize(inv - u.T @ w), 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
+
+
+def sherman_morrison_steps(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The same as :func:`woodbury` by ``k`` successive rank-one steps (a ``lax.scan``).
+
+    The log-det increment is the sum of the rank-one lemma's ``log1p(x^T V^{-1} x)`` with the
+    inverse of each intermediate step, which telescopes to ``log det(I_k + X V^{-1} X^T)``.
+    """
+
+    def step(carry, x):
+        iv, inc = carry
+        return (sherman_morrison(iv, x), inc + logdet_increment(iv, x)), None
+
+    (inv, inc), _ = jax.lax.scan(step, (inv, jnp.zeros((), inv.dtype)), xs)
+    return inv, inc
+
+
+def update_rank_k(stats: RidgeStats, xs: jax.Array, ys: jax.Array, do_refresh,
+                  method: str = "woodbury") -> RidgeStats:
+    """Add ``k`` observations ``(x_j, y_j)`` at once (one round of vector feedback).
+
+    ``S += X^T X`` and ``b += X^T y`` (the data Gram stays the source of truth); ``V^{-1}`` and
+    ``log det V`` are refreshed from ``S`` when ``do_refresh`` (as :func:`update`) or advanced by
+    ``method``: ``"woodbury"`` (one ``k x k`` solve) or ``"sherman_morrison"`` (``k`` rank-one
+    steps). ``benchmarks/joint_update.py`` measures which is faster.
+
+    Args:
+      stats: current statistics of dimension d.
+      xs: (k, d) rows (zeros on padded entries); ys: (k,) feedback.
+      do_refresh: Python bool or traced scalar bool.
+      method: one of :data:`RANK_K_METHODS` (static).
+    """
+    if method not in RANK_K_METHODS:
+        raise ValueError(f"unknown rank-k method {method!r}; allowed: {RANK_K_METHODS}")
+    data_gram = stats.data_gram + xs.T @ xs
+    b = stats.b + xs.T @ ys
+    step = woodbury if method == "woodbury" else sherman_morrison_steps
+
+    def incremental(_):
+        inv, inc = step(stats.inv, xs)
+        return inv, stats.logdet + inc
+
+    def exact(_):
+        return refresh(data_gram, stats.lam)
+
+    if isinstance(do_refresh, bool):
+        inv, logdet = exact(None) if do_refresh else incremental(None)
+    else:
+        inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
+    return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)

@@ -17,6 +17,7 @@ __all__ = [
     "plot_per_criterion",
     "plot_grid",
     "best_grid_slice",
+    "plot_threshold",
 ]
 
 
@@ -172,6 +173,56 @@ def plot_grid(arrays: dict, path, title: str = ""):
     return _save(fig, Path(path))
 
 
+def plot_threshold(arrays: dict, path, title: str = ""):
+    """One-coordinate states (Section 7.3, Figure 5): three panels.
+
+    Left: the mean played state over seeds with a band of +-1 standard deviation ACROSS seeds
+    (the spread of the runs, not the error of the mean), ``s*`` dashed. Middle: total movement
+    cost per algorithm, mean with +-1 standard-error bars. Right: the state played at round T
+    by every seed, against ``s*``.
+    """
+    plt = _plt()
+    names = _names(arrays)
+    rounds = arrays["rounds"]
+    s_star = float(arrays["problem/s_star"][0])
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), gridspec_kw={"width_ratios": [2.2, 1, 1]})
+    colors = [f"C{i}" for i in range(len(names))]
+    ax = axes[0]
+    for name, c in zip(names, colors):
+        x = arrays[f"{name}/action"][..., 0].astype(np.float64)  # (S, R)
+        mean, sd = x.mean(0), x.std(0)
+        ax.plot(rounds, mean, color=c, lw=1.5, label=name)
+        ax.fill_between(rounds, mean - sd, mean + sd, color=c, alpha=0.2)
+    ax.axhline(s_star, color="k", ls="--", lw=1, label=f"τ* = {s_star:.3f}")
+    ax.set_xlabel("round t")
+    ax.set_ylabel("threshold τ_t (mean ± 1 sd over seeds)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    for i, (name, c) in enumerate(zip(names, colors)):
+        m = arrays[f"{name}/totals/movement_cost"].astype(np.float64)
+        se = m.std(ddof=1) / np.sqrt(m.size) if m.size > 1 else 0.0
+        ax.bar(i, m.mean(), yerr=se, color=c, capsize=4)
+        ax.text(i, m.mean(), f"{m.mean():.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("cumulative movement cost at T")
+    ax.grid(axis="y", alpha=0.3)
+    ax = axes[2]
+    rng = np.random.default_rng(0)  # horizontal jitter only, for legibility
+    for i, (name, c) in enumerate(zip(names, colors)):
+        final = arrays[f"{name}/action"][:, -1, 0]
+        ax.scatter(i + rng.uniform(-0.15, 0.15, final.shape), final, s=10, color=c, alpha=0.6)
+        ax.errorbar(i + 0.3, final.mean(), yerr=final.std(), fmt="o", color=c, capsize=3)
+    ax.axhline(s_star, color="k", ls="--", lw=1)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("τ_T (each seed; mean ± 1 sd)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title or "threshold trajectory, movement, converged threshold")
+    return _save(fig, Path(path))
+
+
 def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
     """Every standard figure of a run folder; returns the paths written.
 
@@ -193,4 +244,6 @@ def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
     names = _names(arrays)
     if names and arrays[f"{names[0]}/totals/updates"].shape[-1] > 1:
         paths.append(plot_per_criterion(arrays, out / "per_criterion.png", title=name))
+    if arrays["problem/s_star"].shape == (1,):  # one coordinate: a threshold (Section 7.3)
+        paths.append(plot_threshold(arrays, out / "threshold.png", title=name))
     return paths

@@ -72,6 +72,12 @@ class Structure:
     noise: str  # "independent" | "correlated"
     disjoint: bool  # no coordinate shared between scopes (block view)
     rff_dim: int = 1  # D for "rff" (1 otherwise, keeps array shapes non-empty)
+    # "linear": y = <phi, theta*> + noise (this module). "adult": the loss comes from data
+    # (gsjax.fairness, Section 7.3), with its static options in env_spec.
+    # "factor": shared factor parameters read through node-specific features (gsjax.factor,
+    # Section 5.3); env_spec is a gsjax.factor.FactorSpec, env_data a FactorData.
+    environment: str = "linear"
+    env_spec: object = None  # hashable static options of a data environment
 
 
 class Problem(NamedTuple):
@@ -88,6 +94,7 @@ class Problem(NamedTuple):
     s_star: jax.Array  # (n,) minimiser of L over the box
     loss_star: jax.Array  # () L(s*)
     s_star_residual: jax.Array  # () projected-gradient norm at s* (0 when exact)
+    env_data: object = None  # pytree of a data environment's arrays (None for "linear")
 
 
 class Feedback(NamedTuple):
@@ -170,6 +177,10 @@ def features(
 
 def all_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
     """(k, d) features of every criterion at the state ``s`` (n,)."""
+    if structure.environment == "factor":  # Section 5.3: node-specific factor features
+        from gsjax import factor
+
+        return factor.node_features(structure, problem, s)
     s_local = s[problem.scopes]  # (k, m)
     phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
         s_local, problem.scope_mask, problem.rff_omega, problem.rff_phase
@@ -203,6 +214,10 @@ def draw_noise(key: jax.Array, structure: Structure, problem: Problem) -> jax.Ar
 
 def observe(key: jax.Array, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
     """Feedback at the played state ``s`` (n,)."""
+    if structure.environment == "adult":
+        from gsjax import fairness
+
+        return fairness.observe(key, structure.env_spec, problem.env_data, s)
     mu = expected_losses(structure, problem, s)
     return Feedback(y=mu + draw_noise(key, structure, problem), expected_loss=jnp.sum(mu))
 
@@ -211,6 +226,9 @@ def linear_coefficients(structure: Structure, problem: Problem) -> jax.Array:
     """(n,) coefficients ``c`` with ``L(s) = c . s`` for linear features."""
     if structure.features != "linear":
         raise ValueError("linear_coefficients needs linear features")
+    if structure.environment == "factor":  # mixed features: L is linear, read off its gradient
+        zeros = jnp.zeros((structure.num_coords,), problem.theta.dtype)
+        return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
     w = jnp.where(problem.scope_mask, problem.theta, 0.0)
     return jnp.zeros((structure.num_coords,), w.dtype).at[problem.scopes.reshape(-1)].add(
         w.reshape(-1)

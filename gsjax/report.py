@@ -24,9 +24,13 @@ __all__ = ["paper_configs", "reproduce", "experiment_section"]
 def paper_configs() -> list[Path]:
     """Config files with a non-empty ``[paper]`` table, in name order."""
     out = {}
+    from gsjax.oco.config import config_kind, load_oco_config
+
     for d in config_dirs():
         for p in sorted(d.glob("*.toml")):
-            if p.stem not in out and load_config(p).paper:
+            # kind = "oco" configs (Section 6) have their own schema and report section.
+            load = load_oco_config if config_kind(p) == "oco" else load_config
+            if p.stem not in out and load(p).paper:
                 out[p.stem] = p
     return [out[k] for k in sorted(out)]
 
@@ -124,6 +128,10 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     from gsjax import results
 
     cfg = load_config(path)
+    if "k_sweep" in cfg.paper:  # Section 5.3 / Figure 2: one run per k (gsjax.figure2)
+        from gsjax.figure2 import report_section
+
+        return report_section(path, out, quick, log)
     base_over = _quick_overrides(cfg) if quick else []
     cfg = load_config(path, base_over)
     paper = cfg.paper
@@ -179,6 +187,35 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
             "",
         ]
         lines += _sensitivity_table(rows) + [""]
+        if summary["meta"].get("num_coords") == 1:
+            lines += ["Converged threshold and movement ratio per variant:", ""]
+            lines += _threshold_table(rows) + [""]
+    elif summary["meta"].get("num_coords") == 1:
+        lines += _threshold_table([("as configured", summary)]) + [""]
+    return lines
+
+
+def _threshold_table(rows: list[tuple[str, dict]]) -> list[str]:
+    """One-coordinate states (Section 7.3): ``s*``, each algorithm's state at round T and
+    total movement, and the first algorithm's movement over each other's."""
+    names = list(rows[0][1]["algorithms"])
+    head = "| variant | τ* | " + " | ".join(f"`{n}` τ_T" for n in names)
+    head += " | " + " | ".join(f"`{n}` movement" for n in names)
+    head += "".join(f" | movement `{names[0]}` / `{n}`" for n in names[1:]) + " |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for label, s in rows:
+        algos = s["algorithms"]
+        cells = [label, f"{s['meta']['s_star'][0]:.3f}" if "s_star" in s["meta"] else "–"]
+        for n in names:
+            fs = algos.get(n, {}).get("final_state")
+            cells.append(f"{fs['mean'][0]:.3f} ± {fs['stderr'][0]:.3f}" if fs else "–")
+        for n in names:
+            cells.append(_fmt(algos[n]["movement_cost"], 2) if n in algos else "–")
+        for n in names[1:]:
+            ok = n in algos and names[0] in algos
+            cells.append(_ratio(algos[names[0]]["movement_cost"]["mean"],
+                                algos[n]["movement_cost"]["mean"]) if ok else "–")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -202,9 +239,13 @@ def reproduce(out: Path, quick: bool = False, only=None, log=print) -> Path:
         + (" — QUICK MODE: tiny sizes, not comparable with the paper" if quick else ""),
         "",
     ]
+    from gsjax.oco.cli import report_section as oco_section
+    from gsjax.oco.config import config_kind
+
     for p in configs:
         log(f"== {p.stem}")
-        lines += experiment_section(p, out, quick, log)
+        section = oco_section if config_kind(p) == "oco" else experiment_section
+        lines += section(p, out, quick, log)
     minutes = (time.perf_counter() - t0) / 60
     lines.append(f"Total wall time: {minutes:.1f} min" if minutes >= 1 else
                  f"Total wall time: {math.ceil(minutes * 60)} s")

@@ -13,7 +13,8 @@ from gsjax.config import ConfigError, load_config
 from gsjax import experiment
 
 REPO = Path(__file__).resolve().parent.parent
-CONFIGS = sorted((REPO / "configs").glob("*.toml"))
+CONFIGS = sorted(p for p in (REPO / "configs").glob("*.toml")
+                 if "kind = \"oco\"" not in p.read_text())  # Section 6: tests/test_oco.py
 
 TINY = """
 name = "tiny"

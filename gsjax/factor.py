@@ -1,0 +1,406 @@
+r"""Factor-graph problems (Section 5.3): factors with shared parameters, node-specific features.
+
+A factor graph has ``n`` coordinates, ``k`` nodes (the criteria) and a list of factors ``C``,
+each a set of coordinates with its own parameter :math:`w^*_C \in \mathbb{R}^{d_C}` and a set of
+member nodes. Node ``i``'s expected loss is
+
+.. math::
+    \mu_i(s) = \sum_{C \ni i} \langle \psi_{C,i}(s|_C), w^*_C \rangle, \qquad
+    \psi_{C,i}(x) = M_{C,i}\, \phi_C(x),
+
+where :math:`\phi_C` is one of the feature maps of :mod:`gsjax.problem` (``linear``,
+``quadratic``, ``rff``; the random Fourier frequencies are drawn once per FACTOR, shared by its
+nodes) applied to the factor's scope, and :math:`M_{C,i} \in \mathbb{R}^{d_C \times d_C}` is a
+fixed node-specific *mixing* matrix (config ``mixing``, drawn once from ``mixing_seed``):
+
+* ``"orthogonal"`` (default): a Haar-random orthogonal matrix per (node, factor). It preserves
+  norms, so every node's signal-to-noise ratio is that of the plain features, while different
+  nodes read different directions of :math:`w^*_C`: one round's ``k`` observations are ``k``
+  different linear functionals of the shared parameter, the situation in which a joint
+  estimator gains (for ``k >= d_C`` a single round can identify :math:`w^*_C`).
+* ``"scaled"``: a diagonal matrix with entries ``U[0.5, 1.5]``: every node reads the same
+  coordinates of :math:`w^*_C` with node-specific sensitivities (positively correlated nodes).
+* ``"identity"``: every member node has the same features (pure replication: the joint
+  estimator sees ``k`` noisy copies of one observation).
+
+The joint model of Section 5.3 stacks the factor parameters into
+:math:`\theta_{joint} = (w_C)_C \in \mathbb{R}^{d_{eff}}` and observes
+:math:`Y_t = \Psi(s_t)\theta_{joint} + \eta_t \in \mathbb{R}^k`, row ``i`` of
+:math:`\Psi(s) \in \mathbb{R}^{k \times d_{eff}}` holding :math:`\psi_{C,i}(s|_C)` in the block of
+each factor ``C`` that contains ``i`` and zeros elsewhere (:func:`joint_features`).
+
+The SAME problem is a :class:`gsjax.problem.Problem` of the node-wise model, so the node-wise
+algorithms run on it unchanged: node ``i``'s scope is the union of its factors' coordinates,
+its feature vector is the concatenation of its :math:`\psi_{C,i}` over its factors (padded to
+``max_degree`` factors of ``d_C`` entries), and its ``theta*_i`` is its own stacked copy of the
+:math:`(w^*_C)_{C \ni i}` (:func:`node_features`). Node-wise estimators learn each copy from the
+node's own feedback only; the joint estimator pools every node's feedback into one estimate.
+
+Shapes are padded: every factor has ``m_C`` coordinate slots and ``d_C`` feature slots (the
+largest), with masks; mixing matrices act on the real sub-block only. The padded joint vector
+has ``F d_C`` entries, ``d_eff`` of them real (:func:`joint_mask`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsjax.graphs import Scopes
+from gsjax.problem import (
+    Problem,
+    Structure,
+    _feature_mask,
+    all_features,
+    feature_dim,
+    features,
+    true_minimiser,
+)
+
+__all__ = [
+    "MIXINGS",
+    "FactorLayout",
+    "FactorSpec",
+    "FactorData",
+    "clique_layout",
+    "node_scopes",
+    "make_factor_structure",
+    "mixing_matrices",
+    "factor_features",
+    "node_features",
+    "joint_dim",
+    "joint_features",
+    "joint_theta",
+    "joint_mask",
+    "make_factor_problem",
+]
+
+MIXINGS = ("orthogonal", "scaled", "identity")
+
+
+class FactorLayout(NamedTuple):
+    """Host description of a factor graph: which coordinates and nodes each factor has."""
+
+    num_coords: int  # n
+    num_nodes: int  # k
+    factor_coords: tuple  # F tuples of coordinate indices
+    factor_nodes: tuple  # F tuples of member node indices
+
+
+@dataclasses.dataclass(frozen=True)
+class FactorSpec:
+    """Static (hashable) sizes of a factor-graph problem; ``Structure.env_spec``."""
+
+    num_factors: int  # F
+    factor_scope_size: int  # m_C, padded factor scope width
+    factor_feature_dim: int  # d_C, padded factor feature width
+    max_degree: int  # largest number of factors containing one node
+    mixing: str  # "orthogonal" | "scaled" | "identity"
+
+    @property
+    def joint_dim(self) -> int:
+        """Padded length ``F d_C`` of the joint parameter vector."""
+        return self.num_factors * self.factor_feature_dim
+
+
+class FactorData(NamedTuple):
+    """Arrays of a factor-graph problem; ``Problem.env_data``."""
+
+    factor_scopes: jax.Array  # (F, m_C) int32 coordinates, padded with 0
+    factor_scope_mask: jax.Array  # (F, m_C) bool
+    factor_feat_mask: jax.Array  # (F, d_C) bool, real feature entries of each factor
+    rff_omega: jax.Array  # (F, D, m_C) per-factor frequencies / lengthscale (zeros unless rff)
+    rff_phase: jax.Array  # (F, D) per-factor phases (zeros unless rff)
+    node_factors: jax.Array  # (k, max_degree) int32 factor ids of each node, padded with 0
+    node_factor_mask: jax.Array  # (k, max_degree) bool
+    mix: jax.Array  # (k, max_degree, d_C, d_C) node-specific mixing matrices M_{C,i}
+    w: jax.Array  # (F, d_C) w*_C, zero on padded entries
+
+
+def clique_layout(num_nodes: int, num_coords: int) -> FactorLayout:
+    """One factor over every coordinate, shared by every node (the dense case of Section 5.3)."""
+    return FactorLayout(
+        int(num_coords), int(num_nodes), (tuple(range(num_coords)),), (tuple(range(num_nodes)),)
+    )
+
+
+def _node_factor_lists(layout: FactorLayout) -> list[list[int]]:
+    lists = [[] for _ in range(layout.num_nodes)]
+    for c, nodes in enumerate(layout.factor_nodes):
+        for i in nodes:
+            lists[int(i)].append(c)
+    return lists
+
+
+def _check_layout(layout: FactorLayout) -> None:
+    if len(layout.factor_coords) != len(layout.factor_nodes) or not layout.factor_coords:
+        raise ValueError("a factor graph needs at least one factor, each with coords and nodes")
+    for c, (coords, nodes) in enumerate(zip(layout.factor_coords, layout.factor_nodes)):
+        if not coords or len(set(coords)) != len(coords):
+            raise ValueError(f"factor {c}: coordinates must be distinct and non-empty")
+        if not nodes or len(set(nodes)) != len(nodes):
+            raise ValueError(f"factor {c}: nodes must be distinct and non-empty")
+        if not all(0 <= j < layout.num_coords for j in coords):
+            raise ValueError(f"factor {c}: coordinate out of range [0, {layout.num_coords})")
+        if not all(0 <= i < layout.num_nodes for i in nodes):
+            raise ValueError(f"factor {c}: node out of range [0, {layout.num_nodes})")
+    for i, fl in enumerate(_node_factor_lists(layout)):
+        if not fl:
+            raise ValueError(f"node {i} belongs to no factor")
+
+
+def node_scopes(layout: FactorLayout) -> Scopes:
+    """Node ``i``'s scope: the union of its factors' coordinates, in increasing order."""
+    _check_layout(layout)
+    rows = []
+    for fl in _node_factor_lists(layout):
+        rows.append(sorted({int(j) for c in fl for j in layout.factor_coords[c]}))
+    m = max(len(r) for r in rows)
+    index = np.zeros((layout.num_nodes, m), np.int32)
+    mask = np.zeros((layout.num_nodes, m), bool)
+    for i, r in enumerate(rows):
+        index[i, : len(r)] = r
+        mask[i, : len(r)] = True
+    return Scopes(index, mask, layout.num_coords)
+
+
+def make_factor_structure(
+    layout: FactorLayout, features_kind: str, noise: str, rff_dim: int = 16,
+    mixing: str = "orthogonal",
+) -> tuple[Structure, Scopes]:
+    """Static structure (``environment = "factor"``) and the node scopes of a layout.
+
+    ``disjoint`` is always False: node features mix their scope's coordinates, so the
+    block-wise vertex enumeration of :func:`gsjax.lcb.minimise_vertex` (which reads the
+    features of a block as its coordinates) does not apply; the whole box is enumerated.
+    """
+    if mixing not in MIXINGS:
+        raise ValueError(f"unknown mixing {mixing!r}; allowed: {MIXINGS}")
+    scopes = node_scopes(layout)
+    dd = rff_dim if features_kind == "rff" else 1
+    m_c = max(len(c) for c in layout.factor_coords)
+    d_c = feature_dim(features_kind, m_c, dd)
+    degree = max(len(fl) for fl in _node_factor_lists(layout))
+    spec = FactorSpec(
+        num_factors=len(layout.factor_coords),
+        factor_scope_size=m_c,
+        factor_feature_dim=d_c,
+        max_degree=degree,
+        mixing=mixing,
+    )
+    structure = Structure(
+        num_coords=layout.num_coords,
+        num_criteria=layout.num_nodes,
+        scope_size=int(scopes.index.shape[1]),
+        feature_dim=degree * d_c,
+        features=features_kind,
+        noise=noise,
+        disjoint=False,
+        rff_dim=dd,
+        environment="factor",
+        env_spec=spec,
+    )
+    return structure, scopes
+
+
+def _factor_index(layout: FactorLayout, spec: FactorSpec) -> tuple[np.ndarray, np.ndarray]:
+    idx = np.zeros((spec.num_factors, spec.factor_scope_size), np.int32)
+    mask = np.zeros_like(idx, dtype=bool)
+    for c, coords in enumerate(layout.factor_coords):
+        idx[c, : len(coords)] = coords
+        mask[c, : len(coords)] = True
+    return idx, mask
+
+
+def _haar_orthogonal(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A Haar-distributed orthogonal ``d x d`` matrix (QR of a Gaussian, signs fixed)."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return q * np.sign(np.diag(r))[None, :]
+
+
+def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np.ndarray:
+    """(k, max_degree, d_C, d_C) host mixing matrices, acting on each factor's real block.
+
+    Drawn with ``numpy.random.default_rng(seed)`` in the order (node, its factors in
+    increasing id); zero outside the real ``d x d`` block and for padded factor slots.
+    """
+    spec: FactorSpec = structure.env_spec
+    _, smask = _factor_index(layout, spec)
+    fmask = _feature_mask(structure, smask)  # (F, d_C)
+    d_c = spec.factor_feature_dim
+    rng = np.random.default_rng(seed)
+    out = np.zeros((layout.num_nodes, spec.max_degree, d_c, d_c))
+    for i, fl in enumerate(_node_factor_lists(layout)):
+        for j, c in enumerate(fl):
+            real = np.flatnonzero(fmask[c])
+            d = len(real)
+            if spec.mixing == "identity":
+                m = np.eye(d)
+            elif spec.mixing == "scaled":
+                m = np.diag(rng.uniform(0.5, 1.5, d))
+            else:
+                m = _haar_orthogonal(rng, d)
+            out[i, j][np.ix_(real, real)] = m
+    return out
+
+
+def factor_features(structure: Structure, data: FactorData, s: jax.Array) -> jax.Array:
+    """(F, d_C) the shared features ``phi_C(s|_C)`` of every factor, zero on padded entries."""
+    s_local = s[data.factor_scopes]
+    phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
+        s_local, data.factor_scope_mask, data.rff_omega, data.rff_phase
+    )
+    return jnp.where(data.factor_feat_mask, phi, 0.0)
+
+
+def _node_blocks(structure: Structure, data: FactorData, s: jax.Array) -> jax.Array:
+    """(k, max_degree, d_C) ``psi_{C,i}(s|_C) = M_{C,i} phi_C`` for each node's factor slots."""
+    phi = factor_features(structure, data, s)[data.node_factors]  # (k, D, d_C)
+    psi = jnp.einsum("kjab,kjb->kja", data.mix, phi)
+    return jnp.where(data.node_factor_mask[..., None], psi, 0.0)
+
+
+def node_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+    """(k, max_degree d_C) node-wise features: node ``i``'s ``psi_{C,i}`` over its factors."""
+    psi = _node_blocks(structure, problem.env_data, s)
+    return psi.reshape(structure.num_criteria, -1)
+
+
+def joint_dim(structure: Structure) -> int:
+    """Padded length of the joint parameter vector: ``F d_C``, or ``k d`` for a node-wise problem."""
+    if structure.environment == "factor":
+        return structure.env_spec.joint_dim
+    return structure.num_criteria * structure.feature_dim
+
+
+def joint_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+    """(k, F d_C) the joint feature matrix ``Psi(s)``: row ``i`` holds ``psi_{C,i}`` in C's block.
+
+    A problem that is not a factor graph is read as one whose every criterion is its own
+    factor (identity mixing): ``Psi(s)`` is then ``(k, k d)`` block-diagonal in the node-wise
+    features, and the joint estimator is ``k`` independent ridge fits sharing one trigger.
+    """
+    if structure.environment != "factor":
+        phi = all_features(structure, problem, s)  # (k, d)
+        k = structure.num_criteria
+        eye = jnp.eye(k, dtype=phi.dtype)
+        return (eye[:, :, None] * phi[:, None, :]).reshape(k, -1)
+    data: FactorData = problem.env_data
+    spec: FactorSpec = structure.env_spec
+    psi = _node_blocks(structure, data, s)  # (k, D, d_C)
+    onehot = jax.nn.one_hot(data.node_factors, spec.num_factors, dtype=psi.dtype)
+    onehot = jnp.where(data.node_factor_mask[..., None], onehot, 0.0)  # (k, D, F)
+    return jnp.einsum("kjf,kja->kfa", onehot, psi).reshape(structure.num_criteria, -1)
+
+
+def joint_theta(problem: Problem) -> jax.Array:
+    """(F d_C,) the stacked true parameters ``theta_joint`` (``(k d,)`` node-wise)."""
+    if isinstance(problem.env_data, FactorData):
+        return problem.env_data.w.reshape(-1)
+    return problem.theta.reshape(-1)
+
+
+def joint_mask(problem: Problem) -> jax.Array:
+    """(F d_C,) bool, the ``d_eff`` real entries of the joint parameter vector."""
+    if isinstance(problem.env_data, FactorData):
+        return problem.env_data.factor_feat_mask.reshape(-1)
+    return problem.feat_mask.reshape(-1)
+
+
+def make_factor_problem(
+    key: jax.Array,
+    structure: Structure,
+    layout: FactorLayout,
+    *,
+    theta_distribution: str = "normal",
+    theta_values=None,
+    theta_scale: float = 1.0,
+    noise_sigma=0.5,
+    s0=0.5,
+    rff_lengthscale: float = 0.5,
+    mixing_seed: int = 0,
+    dtype=jnp.float32,
+) -> Problem:
+    """A factor-graph problem instance; jittable in ``key`` (the layout and mixing are host).
+
+    ``key`` is split as in :func:`gsjax.problem.make_problem`: ``w*`` ("normal":
+    ``scale N(0,1)``, "uniform": ``scale U(-1,1)``, "explicit": ``theta_values`` with one row of
+    ``d_C`` entries per FACTOR), the per-factor random Fourier features, the ``s*`` search.
+    ``s*`` is exact for linear features (``L`` is then linear in ``s``).
+    """
+    spec: FactorSpec = structure.env_spec
+    k, n = structure.num_criteria, structure.num_coords
+    F, d_c, m_c, dd = spec.num_factors, spec.factor_feature_dim, spec.factor_scope_size, structure.rff_dim
+    fidx, fsmask = _factor_index(layout, spec)
+    ffmask = _feature_mask(structure, fsmask)  # (F, d_C)
+    k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
+    if theta_distribution == "explicit":
+        w_np = np.zeros((F, d_c))
+        if len(theta_values) != F:
+            raise ValueError(f"theta needs one row per factor ({F}); got {len(theta_values)}")
+        for c, row in enumerate(theta_values):
+            if len(row) != int(ffmask[c].sum()):
+                raise ValueError(
+                    f"theta row {c} has {len(row)} entries; factor {c} has "
+                    f"{int(ffmask[c].sum())} features"
+                )
+            w_np[c, ffmask[c]] = row
+        w = jnp.asarray(w_np, dtype)
+    elif theta_distribution == "normal":
+        w = theta_scale * jax.random.normal(k_theta, (F, d_c), dtype)
+    elif theta_distribution == "uniform":
+        w = theta_scale * jax.random.uniform(k_theta, (F, d_c), dtype, -1.0, 1.0)
+    else:
+        raise ValueError(f"unknown theta distribution {theta_distribution!r}")
+    w = jnp.where(jnp.asarray(ffmask), w, 0.0)
+    if structure.features == "rff":
+        omega = jax.random.normal(k_omega, (F, dd, m_c), dtype) / rff_lengthscale
+        omega = jnp.where(jnp.asarray(fsmask)[:, None, :], omega, 0.0)
+        phase = jax.random.uniform(k_phase, (F, dd), dtype, 0.0, 2 * jnp.pi)
+    else:
+        omega = jnp.zeros((F, dd, m_c), dtype)
+        phase = jnp.zeros((F, dd), dtype)
+
+    lists = _node_factor_lists(layout)
+    nf = np.zeros((k, spec.max_degree), np.int32)
+    nfm = np.zeros((k, spec.max_degree), bool)
+    for i, fl in enumerate(lists):
+        nf[i, : len(fl)] = fl
+        nfm[i, : len(fl)] = True
+    data = FactorData(
+        factor_scopes=jnp.asarray(fidx),
+        factor_scope_mask=jnp.asarray(fsmask),
+        factor_feat_mask=jnp.asarray(ffmask),
+        rff_omega=omega,
+        rff_phase=phase,
+        node_factors=jnp.asarray(nf),
+        node_factor_mask=jnp.asarray(nfm),
+        mix=jnp.asarray(mixing_matrices(layout, structure, mixing_seed), dtype),
+        w=w,
+    )
+    # Node-wise view: node i's theta*_i is its stacked copy of (w*_C)_{C in i}.
+    theta = jnp.where(jnp.asarray(nfm)[..., None], w[jnp.asarray(nf)], 0.0).reshape(k, -1)
+    feat_mask = (nfm[..., None] & ffmask[nf]).reshape(k, -1)
+    scopes = node_scopes(layout)
+    sig_len = k if structure.noise == "independent" else n
+    zero = jnp.zeros((), dtype)
+    problem = Problem(
+        scopes=jnp.asarray(scopes.index, jnp.int32),
+        scope_mask=jnp.asarray(scopes.mask),
+        feat_mask=jnp.asarray(feat_mask),
+        theta=theta,
+        noise_sigma=jnp.broadcast_to(jnp.asarray(noise_sigma, dtype), (sig_len,)),
+        rff_omega=jnp.zeros((k, dd, structure.scope_size), dtype),  # unused: per factor
+        rff_phase=jnp.zeros((k, dd), dtype),
+        s0=jnp.broadcast_to(jnp.asarray(s0, dtype), (n,)),
+        s_star=jnp.zeros((n,), dtype),
+        loss_star=zero,
+        s_star_residual=zero,
+        env_data=data,
+    )
+    s_star, loss_star, residual = true_minimiser(k_star, structure, problem)
+    return problem._replace(s_star=s_star, loss_star=loss_star, s_star_residual=residual)

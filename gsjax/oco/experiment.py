@@ -1,0 +1,342 @@
+"""From an :class:`~gsjax.oco.config.OCOConfig` to results: build, run, summarise, fit, save.
+
+For each horizon ``T`` and algorithm entry, every budget point runs in one compiled program
+(``vmap`` over budgets inside ``vmap`` over seeds, :mod:`gsjax.oco.runner`), on the global
+seed ids ``seed_start .. seed_start + seeds - 1`` shared by every entry.
+
+Summaries (``summary.json``) give, per entry, horizon and budget point, mean and standard error
+over seeds of the loss regret, the l1 movement, ``lambda`` x movement, the total regret, the
+switches (coins) and value changes, in all and per component. :func:`fit_exponents` fits
+``log E[.] = c + e log T`` over the horizons for every budget ``M = T^a`` by weighted least
+squares (weights from the standard errors: ``Var log mean ~ (se/mean)^2``) and puts the
+paper's exponents beside them (Section 6.3: loss regret ``T/sqrt(M) = T^{1-a/2}``; movement
+bound ``lambda D M = T^a``, "linear" at ``M = T``; total ``max(a, 1-a/2)``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsjax.config import ConfigError, default_record_every
+from gsjax.oco import algorithms as algs
+from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict
+from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
+from gsjax.oco.runner import SweepOutput, sweep
+
+__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "OCORun", "OCOExperiment",
+           "run_experiment", "summarise", "fit_exponents", "tradeoff", "arrays", "write_results",
+           "paper_exponents"]
+
+
+def spec_of(cfg: OCOConfig) -> OCOSpec:
+    pc = cfg.problem
+    return OCOSpec(loss=pc.loss, targets=pc.targets, adversary=pc.adversary,
+                   num_components=pc.num_components, block_dim=pc.block_dim,
+                   switch_period=pc.switch_period)
+
+
+def budget_matrix(entry: OCOEntry, horizon: int, k: int) -> np.ndarray:
+    """Budgets ``M`` per point and component, ``(P, k)``; ConfigError if ``M > T``."""
+    if entry.budget_kind == "none":
+        return np.full((1, k), float(horizon))
+    key = "budget_exponents" if entry.budget_kind == "exponent" else "budgets"
+    rows = []
+    for i, b in enumerate(entry.budgets):
+        vals = np.broadcast_to(np.asarray(b, np.float64), (k,))
+        M = float(horizon) ** vals if entry.budget_kind == "exponent" else vals.copy()
+        if np.any(M > horizon):
+            raise ConfigError(f"algorithms.{entry.name}.{key}[{i}]",
+                              f"budget {M.max():g} exceeds the horizon T = {horizon}")
+        rows.append(np.minimum(M, horizon))
+    return np.stack(rows)
+
+
+def entry_params(cfg: OCOConfig, entry: OCOEntry, horizon: int, dtype) -> tuple:
+    """``(OCOParams (P, k), budgets (P, k))`` of one entry at one horizon (host-side rule)."""
+    spec = spec_of(cfg)
+    pc = cfg.problem
+    k = spec.num_components
+    g_comp, g_all = gradient_bounds(spec, pc.target_low, pc.target_high, pc.weights)
+    d_comp, d_all = diameters(spec)
+    budgets = budget_matrix(entry, horizon, k)
+    etas = np.empty_like(budgets)
+    for j, M in enumerate(budgets):
+        if entry.algorithm == "componentwise_lazy_ogd":
+            etas[j] = [algs.step_size(entry.step_rule, horizon, M[i], d_comp, g_comp[i],
+                                      cfg.move_cost, spec.block_dim, entry.eta, entry.eta_scale)
+                       for i in range(k)]
+        else:
+            etas[j] = algs.step_size(entry.step_rule, horizon, M[0], d_all, g_all,
+                                     cfg.move_cost, spec.n, entry.eta, entry.eta_scale)
+    params = algs.OCOParams(p=jnp.asarray(budgets / horizon, dtype), eta=jnp.asarray(etas, dtype))
+    return params, budgets
+
+
+def check(cfg: OCOConfig) -> None:
+    """The checks that need a horizon (budgets <= T), before anything is compiled."""
+    for T in cfg.horizons:
+        for e in cfg.algorithms:
+            budget_matrix(e, T, cfg.problem.num_components)
+
+
+class OCORun(NamedTuple):
+    entry: OCOEntry
+    horizon: int
+    budgets: np.ndarray  # (P, k)
+    p: np.ndarray  # (P, k)
+    eta: np.ndarray  # (P, k)
+    out: SweepOutput  # result fields (S, P, ...)
+    record_every: int
+
+
+class OCOExperiment(NamedTuple):
+    cfg: OCOConfig
+    seed_ids: np.ndarray
+    runs: dict  # (entry name, T) -> OCORun
+
+
+def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None) -> OCOExperiment:
+    """Run every entry at every horizon over the same seeds."""
+    check(cfg)
+    seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
+    spec = spec_of(cfg)
+    runs = {}
+    with jax.enable_x64(cfg.dtype == "float64"):
+        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+        pc = cfg.problem
+        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                               dtype)
+        root = jax.random.key(cfg.root_seed)
+        for T in cfg.horizons:
+            every = cfg.record_every or default_record_every(T)
+            for e in cfg.algorithms:
+                params, budgets = entry_params(cfg, e, T, dtype)
+                algo = algs.make(e.algorithm, spec)
+                out = sweep(root, seed_ids, algo, spec, problem, params, T, every,
+                            cfg.record_seeds)
+                runs[(e.name, T)] = OCORun(e, T, budgets, np.asarray(params.p),
+                                           np.asarray(params.eta), out, every)
+                if log is not None:
+                    r = out.result
+                    tot = r.loss_regret.sum(-1).mean(0)
+                    mv = r.movement.sum(-1).mean(0)
+                    log(f"{e.name:>16s} T={T:<7d} {len(budgets)} budgets: loss regret "
+                        f"{_span(tot)}, movement {_span(mv)} (compile {out.compile_seconds:.1f}s, "
+                        f"run {out.run_seconds:.1f}s)")
+    return OCOExperiment(cfg, seed_ids, runs)
+
+
+def _span(x) -> str:
+    x = np.atleast_1d(x)
+    return f"{x[0]:.1f}" if len(x) == 1 else f"{x.min():.1f}..{x.max():.1f}"
+
+
+def _ms(x: np.ndarray) -> dict:
+    """Mean and standard error over the leading (seed) axis."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[0]
+    mean = x.mean(0)
+    se = x.std(0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
+    if np.ndim(mean) == 0:
+        return {"mean": float(mean), "stderr": float(se)}
+    return {"mean": mean.tolist(), "stderr": se.tolist()}
+
+
+def _point_label(run: OCORun, j: int) -> str | float | list:
+    e = run.entry
+    if e.budget_kind == "none":
+        return "M=T"
+    b = e.budgets[j]
+    return list(b) if isinstance(b, tuple) else b
+
+
+def summarise_point(run: OCORun, j: int, move_cost: float) -> dict:
+    r = run.out.result
+    lr = r.loss_regret[:, j]
+    mv = r.movement[:, j]
+    return {
+        "budget_exponent" if run.entry.budget_kind == "exponent" else "budget": _point_label(run, j),
+        "M": run.budgets[j].tolist(),
+        "p": run.p[j].tolist(),
+        "eta": run.eta[j].tolist(),
+        "loss_regret": _ms(lr.sum(-1)),
+        "virtual_regret": _ms(r.virtual_regret[:, j].sum(-1)),
+        "movement": _ms(mv.sum(-1)),
+        "lambda_movement": _ms(move_cost * mv.sum(-1)),
+        "total_regret": _ms(lr.sum(-1) + move_cost * mv.sum(-1)),
+        "switches": _ms(r.switches[:, j]),
+        "changes": _ms(r.changes[:, j]),
+        "loss_regret_per_component": _ms(lr),
+        "movement_per_component": _ms(mv),
+        "total_regret_per_component": _ms(lr + move_cost * mv),
+    }
+
+
+def paper_exponents(alpha: float) -> dict:
+    """Section 6.3 at ``M = T^alpha``: the bound's exponents, and movement's refined one."""
+    return {"loss_regret": 1.0 - alpha / 2.0, "movement": alpha,
+            "total_regret": max(alpha, 1.0 - alpha / 2.0), "movement_path_bound": alpha / 2.0}
+
+
+def _wls_slope(x, y, se):
+    """Slope and its standard error of y ~ c + e x, weights 1/se^2 (unit weights if se == 0)."""
+    x, y, se = (np.asarray(v, np.float64) for v in (x, y, se))
+    weighted = bool(np.all(se > 0))
+    # Deterministic runs (se = 0 at some horizon, e.g. OGD against a deterministic adversary):
+    # ordinary least squares, its standard error from the residuals (nan with 2 points).
+    w = 1.0 / se**2 if weighted else np.ones_like(x)
+    xm = np.sum(w * x) / np.sum(w)
+    ym = np.sum(w * y) / np.sum(w)
+    sxx = np.sum(w * (x - xm) ** 2)
+    slope = np.sum(w * (x - xm) * (y - ym)) / sxx
+    if weighted:
+        return float(slope), float(math.sqrt(1.0 / sxx))
+    if len(x) <= 2:
+        return float(slope), float("nan")
+    resid = y - (ym + slope * (x - xm))
+    return float(slope), float(math.sqrt(np.sum(resid**2) / (len(x) - 2) / sxx))
+
+
+def fit_exponents(exp: OCOExperiment) -> list[dict]:
+    """Log-log exponents in T per entry and budget exponent ``a`` (needs >= 2 horizons)."""
+    cfg = exp.cfg
+    if len(cfg.horizons) < 2:
+        return []
+    out = []
+    for e in cfg.algorithms:
+        if e.budget_kind not in ("exponent", "none"):
+            continue
+        alphas = [1.0] if e.budget_kind == "none" else list(e.budgets)
+        for j, a in enumerate(alphas):
+            if isinstance(a, tuple):
+                continue
+            row = {"entry": e.name, "algorithm": e.algorithm, "step_rule": e.step_rule,
+                   "budget_exponent": a, "horizons": list(cfg.horizons), "paper": paper_exponents(a)}
+            for q in ("loss_regret", "movement", "total_regret", "switches"):
+                means, ses = [], []
+                for T in cfg.horizons:
+                    r = exp.runs[(e.name, T)].out.result
+                    if q == "total_regret":
+                        v = r.loss_regret[:, j].sum(-1) + cfg.move_cost * r.movement[:, j].sum(-1)
+                    else:
+                        v = getattr(r, q)[:, j].sum(-1).astype(np.float64)
+                    ms = _ms(v)
+                    means.append(ms["mean"])
+                    ses.append(ms["stderr"])
+                means, ses = np.asarray(means), np.asarray(ses)
+                if np.all(means > 0):
+                    slope, sse = _wls_slope(np.log(cfg.horizons), np.log(means), ses / means)
+                    row[q] = {"exponent": slope, "stderr": sse, "means": means.tolist()}
+                else:
+                    row[q] = {"exponent": None, "stderr": None, "means": means.tolist()}
+            out.append(row)
+    return out
+
+
+def tradeoff(exp: OCOExperiment) -> list[dict]:
+    """Per entry with >= 3 scalar budget points, horizon and lambda: the M minimising the mean
+    total regret, beside the paper's bound optimum ``M* = (G T / (sqrt 2 lambda))^{2/3}``
+    (from ``lambda D M + D G sqrt 2 T / sqrt M``)."""
+    cfg = exp.cfg
+    spec = spec_of(cfg)
+    _, g_all = gradient_bounds(spec, cfg.problem.target_low, cfg.problem.target_high,
+                               cfg.problem.weights)
+    out = []
+    for e in cfg.algorithms:
+        if e.budget_kind == "none" or any(isinstance(b, tuple) for b in e.budgets):
+            continue
+        if len(e.budgets) < 3:
+            continue
+        for T in cfg.horizons:
+            run = exp.runs[(e.name, T)]
+            r = run.out.result
+            M = run.budgets[:, 0]
+            for lam in cfg.move_costs:
+                tot = (r.loss_regret.sum(-1) + lam * r.movement.sum(-1)).mean(0)
+                j = int(np.argmin(tot))
+                m_paper = min(float(T), (g_all * T / (math.sqrt(2.0) * lam)) ** (2.0 / 3.0)) \
+                    if lam > 0 else float(T)
+                out.append({"entry": e.name, "horizon": T, "lambda": lam, "best_M": float(M[j]),
+                            "best_point": _point_label(run, j), "best_total_regret": float(tot[j]),
+                            "total_regret_at_M_equal_T": float(tot[np.argmax(M)]),
+                            "paper_bound_optimum_M": m_paper})
+    return out
+
+
+def summarise(exp: OCOExperiment, wall_seconds: float | None = None) -> dict:
+    cfg = exp.cfg
+    runs = {}
+    for (name, T), run in exp.runs.items():
+        runs.setdefault(name, {"algorithm": run.entry.algorithm, "step_rule": run.entry.step_rule,
+                               "horizons": {}})
+        runs[name]["horizons"][str(T)] = [summarise_point(run, j, cfg.move_cost)
+                                          for j in range(len(run.budgets))]
+    compile_s = sum(r.out.compile_seconds for r in exp.runs.values())
+    run_s = sum(r.out.run_seconds for r in exp.runs.values())
+    return {
+        "meta": {"kind": "oco", "name": cfg.name, "seeds": cfg.seeds,
+                 "horizons": list(cfg.horizons), "seed_start": int(exp.seed_ids[0]),
+                 "dtype": cfg.dtype, "move_cost": cfg.move_cost,
+                 "jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
+                 "compile_seconds": compile_s, "run_seconds": run_s,
+                 **({"wall_seconds": wall_seconds} if wall_seconds is not None else {})},
+        "algorithms": runs,
+        "fits": fit_exponents(exp),
+        "tradeoff": tradeoff(exp),
+    }
+
+
+def arrays(exp: OCOExperiment) -> dict:
+    """Flat ``name/T{T}/field`` arrays for ``arrays.npz`` (results ``(S, P, ...)``)."""
+    out = {"seed_ids": exp.seed_ids}
+    for (name, T), run in exp.runs.items():
+        pre = f"{name}/T{T}"
+        for field, val in run.out.result._asdict().items():
+            out[f"{pre}/{field}"] = np.asarray(val)
+        out[f"{pre}/budgets"] = run.budgets
+        out[f"{pre}/p"] = run.p
+        out[f"{pre}/eta"] = run.eta
+        if run.out.records is not None:
+            out[f"{pre}/rounds"] = np.arange(run.record_every, T + 1, run.record_every)
+            for field, val in run.out.records._asdict().items():
+                out[f"{pre}/records/{field}"] = np.asarray(val)
+    return out
+
+
+def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,
+                  extra_meta=None) -> dict:
+    """``config.json``, ``summary.json``, ``arrays.npz`` and PNG figures, each atomically."""
+    from gsjax import results
+    from gsjax.oco import plotting
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results.write_json(out / "config.json", oco_config_to_dict(exp.cfg))
+    summary = summarise(exp)
+    summary["meta"].update(extra_meta or {})
+    arr = arrays(exp)
+    results.write_npz(out / "arrays.npz", arr)
+    if figures:
+        paths = plotting.plot_all(exp.cfg, summary, arr, out)
+        summary["meta"]["figures"] = [p.name for p in paths]
+    results.write_json(out / "summary.json", summary)
+    log(f"wrote {out}/summary.json")
+    return summary
+
+
+def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
+                  seed_start: int = 0) -> dict:
+    t0 = time.perf_counter()
+    log(f"{cfg.name}: {cfg.seeds} seeds x horizons {list(cfg.horizons)}, "
+        f"{cfg.problem.loss} loss, {cfg.problem.targets} targets, "
+        f"{cfg.problem.num_components} components x {cfg.problem.block_dim}")
+    exp = run_experiment(cfg, seed_start=seed_start, log=log)
+    return write_results(exp, out_dir, log=log, figures=figures,
+                         extra_meta={"wall_seconds": time.perf_counter() - t0})

@@ -1,0 +1,159 @@
+"""Figures of an OCO run, drawn only from its ``summary.json`` and ``arrays.npz`` contents.
+
+* ``rates_<entry>.png`` (>= 2 horizons): loss regret, movement and total regret against T,
+  log-log, one line per budget exponent, fitted slope beside the paper's;
+* ``tradeoff_<entry>.png`` (>= 3 budgets): loss regret, lambda x movement and total regret
+  against M at the largest horizon, one total per lambda;
+* ``per_component.png``: loss regret and switches per component, entry by entry (one budget
+  point each), at the largest horizon;
+* ``trajectory.png``: one seed's virtual iterate and deployed state, coordinate 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gsjax.plotting import _plt, _save
+
+__all__ = ["plot_all", "plot_rates", "plot_tradeoff", "plot_per_component", "plot_trajectory",
+           "replot"]
+
+
+def _fmt_alpha(a) -> str:
+    for num, den in ((2, 3), (1, 3), (3, 4)):
+        if abs(a - num / den) < 1e-3:
+            return f"{num}/{den}"
+    return f"{a:g}"
+
+
+def plot_rates(summary: dict, entry: str, path) -> Path:
+    plt = _plt()
+    rows = [f for f in summary["fits"] if f["entry"] == entry]
+    Ts = np.asarray(rows[0]["horizons"], float)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, q, title in zip(axes, ("loss_regret", "movement", "total_regret"),
+                            ("loss regret", "movement (l1)",
+                             f"total regret (λ = {summary['meta']['move_cost']:g})")):
+        for row in rows:
+            means = np.asarray(row[q]["means"], float)
+            if np.any(means <= 0):
+                continue
+            e = row[q]["exponent"]
+            line, = ax.loglog(Ts, means, "o-", lw=1.2, ms=4,
+                              label=f"M=T^{_fmt_alpha(row['budget_exponent'])}: {e:.3f} "
+                                    f"(paper {row['paper'][q]:.3g})")
+            ref = means[0] * (Ts / Ts[0]) ** row["paper"][q]
+            ax.loglog(Ts, ref, ":", color=line.get_color(), lw=1)
+        ax.set_xlabel("T")
+        ax.set_title(f"{title}\nmeasured exponent (paper's, dotted)", fontsize=9)
+        if ax.get_legend_handles_labels()[0]:  # none when every mean is <= 0
+            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(f"{summary['meta']['name']}: {entry}", fontsize=10, y=1.04)
+    return _save(fig, Path(path))
+
+
+def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
+    plt = _plt()
+    hs = summary["algorithms"][entry]["horizons"]
+    T = max(hs, key=int)
+    pts = hs[T]
+    M = np.asarray([p["M"][0] for p in pts])
+    order = np.argsort(M)
+    lr = np.asarray([p["loss_regret"]["mean"] for p in pts])[order]
+    lr_se = np.asarray([p["loss_regret"]["stderr"] for p in pts])[order]
+    mv = np.asarray([p["movement"]["mean"] for p in pts])[order]
+    M = M[order]
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    ax.errorbar(M, lr, yerr=lr_se, fmt="o-", color="k", lw=1.4, ms=3, label="loss regret")
+    for lam in move_costs:
+        line, = ax.plot(M, lr + lam * mv, "s-", lw=1.2, ms=3, label=f"total, λ = {lam:g}")
+        ax.plot(M, lam * mv, "--", color=line.get_color(), lw=1, label=f"λ·movement, λ = {lam:g}")
+        j = int(np.argmin(lr + lam * mv))
+        ax.plot([M[j]], [lr[j] + lam * mv[j]], "*", color=line.get_color(), ms=12)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("switching budget M (expected switches)")
+    ax.set_ylabel("mean over seeds")
+    ax.set_title(f"{summary['meta']['name']}: {entry}, T = {T} (★ best M per λ)", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return _save(fig, Path(path))
+
+
+def plot_per_component(summary: dict, path) -> Path | None:
+    plt = _plt()
+    entries = [(n, a) for n, a in summary["algorithms"].items()]
+    T = str(max(summary["meta"]["horizons"]))
+    entries = [(n, a["horizons"][T][0]) for n, a in entries if len(a["horizons"][T]) == 1]
+    if len(entries) < 2:  # a comparison of single-budget entries (section6_heterogeneous)
+        return None
+    k = len(entries[0][1]["loss_regret_per_component"]["mean"])
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    width = 0.8 / len(entries)
+    x = np.arange(k)
+    for i, (name, pt) in enumerate(entries):
+        for ax, key in zip(axes, ("loss_regret_per_component", "movement_per_component",
+                                  "switches")):
+            ax.bar(x + i * width, pt[key]["mean"], width, yerr=pt[key]["stderr"], label=name)
+    for ax, title in zip(axes, ("loss regret", "movement (l1)", "switches")):
+        ax.set_xticks(x + 0.4 - width / 2)
+        ax.set_xticklabels([f"comp {i}" for i in range(k)])
+        ax.set_title(f"{title} per component, T = {T}", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[2].set_yscale("log")
+    axes[0].legend(fontsize=7)
+    return _save(fig, Path(path))
+
+
+def plot_trajectory(cfg, arrays: dict, path, max_points: int = 3) -> Path | None:
+    plt = _plt()
+    T = min(cfg.horizons)
+    lazy = [e for e in cfg.algorithms
+            if e.algorithm != "ogd" and f"{e.name}/T{T}/records/s" in arrays]
+    if not lazy:
+        return None
+    e = lazy[0]
+    pre = f"{e.name}/T{T}"
+    rounds = arrays[f"{pre}/rounds"]
+    s, w, M = arrays[f"{pre}/records/s"], arrays[f"{pre}/records/w"], arrays[f"{pre}/budgets"]
+    pts = np.unique(np.linspace(0, len(M) - 1, min(max_points, len(M))).astype(int))
+    fig, axes = plt.subplots(len(pts), 1, figsize=(8, 2.2 * len(pts)), squeeze=False)
+    for ax, j in zip(axes[:, 0], pts):
+        ax.plot(rounds, w[0, j, :, 0], lw=0.8, color="0.6", label="virtual iterate w_t")
+        ax.step(rounds, s[0, j, :, 0], where="post", lw=1.3, color="C0", label="deployed s_t")
+        ax.set_ylabel("coordinate 0")
+        ax.set_title(f"{e.name}, T = {T}, M = {M[j, 0]:.0f} (seed 0)", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    axes[-1, 0].set_xlabel("round")
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def plot_all(cfg, summary: dict, arrays: dict, out_dir) -> list[Path]:
+    out = Path(out_dir)
+    paths = []
+    fitted = sorted({f["entry"] for f in summary["fits"]
+                     if f["budget_exponent"] != 1.0 or f["algorithm"] != "ogd"})
+    for name in fitted:
+        paths.append(plot_rates(summary, name, out / f"rates_{name}.png"))
+    for name in sorted({t["entry"] for t in summary["tradeoff"]}):
+        paths.append(plot_tradeoff(summary, name, out / f"tradeoff_{name}.png", cfg.move_costs))
+    for p in (plot_per_component(summary, out / "per_component.png"),
+              plot_trajectory(cfg, arrays, out / "trajectory.png")):
+        if p is not None:
+            paths.append(p)
+    return paths
+
+
+def replot(run_dir) -> list[Path]:
+    """Redraw a run folder's figures from its ``config.json``, ``summary.json``, ``arrays.npz``."""
+    from gsjax import results
+    from gsjax.oco.config import parse_oco_config
+
+    d = Path(run_dir)
+    cfg = parse_oco_config(results.read_json(d / "config.json"))
+    return plot_all(cfg, results.read_json(d / "summary.json"), results.read_npz(d / "arrays.npz"), d)
