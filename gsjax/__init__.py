@@ -8,7 +8,8 @@ The public surface:
 * running -- :func:`gsjax.runner.run` (one seed, one ``lax.scan``), :func:`gsjax.runner.sweep`
   (``vmap`` over seeds);
 * experiments -- :func:`gsjax.config.load_config`, :func:`gsjax.experiment.run_experiment`,
-  the ``gsjax`` command line.
+  the ``gsjax`` command line;
+* live systems -- :class:`gsjax.Tuner` (ask/tell, state on disk; ``gsjax tuner``).
 """
 
 from gsjax import algorithms, graphs, lcb, linalg, problem, runner
@@ -17,6 +18,7 @@ from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_confi
 from gsjax.graphs import Scopes, block_scopes, graph_scopes
 from gsjax.problem import Feedback, Problem, Structure, make_problem, make_structure
 from gsjax.runner import run, seed_keys, sweep
+from gsjax.tuner import Tuner, TunerError
 
 __version__ = "0.1.0"
 
@@ -27,4 +29,5 @@ __all__ = [
     "Scopes", "block_scopes", "graph_scopes",
     "Feedback", "Problem", "Structure", "make_problem", "make_structure",
     "run", "seed_keys", "sweep",
+    "Tuner", "TunerError",
 ]

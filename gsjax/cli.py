@@ -1,4 +1,4 @@
-"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge`` and ``reproduce``.
+"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``reproduce`` and ``tuner``.
 
 User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
 with status 2, without a traceback.
@@ -295,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, not the paper's)")
     rp.add_argument("--only", action="append", help="only these experiments (repeatable)")
     rp.set_defaults(func=_cmd_reproduce)
+
+    from gsjax.tuner_cli import add_parser as add_tuner_parser
+
+    add_tuner_parser(sub)
     return p
 
 

@@ -1,0 +1,121 @@
+"""``gsjax tuner init|suggest|observe|status``: the :class:`~gsjax.tuner.Tuner` from a shell.
+
+The state file is read and written under an exclusive lock (``STATE.lock``, ``fcntl.flock``),
+so processes that observe at the same time are serialised and none of their observations is
+lost; ``suggest`` and ``status`` take a shared lock. Every bad input exits with status 2 and a
+one-line ``error: FIELD: MESSAGE``, leaving the state file unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+from pathlib import Path
+
+from gsjax.tuner import Tuner, TunerError
+
+__all__ = ["add_parser"]
+
+
+@contextlib.contextmanager
+def _locked(state: Path, exclusive: bool):
+    lock_path = Path(str(state) + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _json_arg(text: str, field: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TunerError(field, f"not valid JSON ({e.msg}): {text!r}") from None
+
+
+def _print(obj) -> None:
+    print(json.dumps(obj))
+
+
+def _cmd_init(args) -> int:
+    state = Path(args.state)
+    with _locked(state, exclusive=True):
+        if state.exists() and not args.force:
+            raise TunerError("STATE", f"{state} exists; pass --force to start it afresh")
+        tuner = Tuner.from_config(args.config, algorithm=args.algorithm, seed=args.seed,
+                                  overrides=list(args.set or []))
+        tuner.save(state)
+    _print({"state": str(state), "algorithm": tuner.algorithm, "kind": tuner.kind,
+            "coordinates": tuner.num_coords, "criteria": tuner.num_criteria,
+            "suggested": tuner.suggest().tolist()})
+    return 0
+
+
+def _cmd_suggest(args) -> int:
+    with _locked(Path(args.state), exclusive=False):
+        tuner = Tuner.load(args.state)
+    _print(tuner.suggest().tolist())
+    return 0
+
+
+def _cmd_observe(args) -> int:
+    setting = _json_arg(args.setting, "--setting")
+    losses = _json_arg(args.losses, "--losses")
+    with _locked(Path(args.state), exclusive=True):
+        tuner = Tuner.load(args.state)
+        out = tuner.observe(setting, losses, allow_off_policy=args.allow_off_policy)
+        tuner.save(args.state)
+    _print(out)
+    return 0
+
+
+def _cmd_status(args) -> int:
+    with _locked(Path(args.state), exclusive=False):
+        tuner = Tuner.load(args.state)
+    print(json.dumps(tuner.status(), indent=None if args.compact else 2))
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``tuner`` and its subcommands to the ``gsjax`` subparsers."""
+    t = sub.add_parser("tuner", help="ask/tell tuning of a live system (state kept in a file)")
+    ts = t.add_subparsers(dest="tuner_command", required=True)
+
+    i = ts.add_parser("init", help="create a learner from a config")
+    i.add_argument("config", help="config path or built-in name")
+    i.add_argument("state", help="state file to create")
+    i.add_argument("--algorithm", help="algorithm entry of the config (default: the first)")
+    i.add_argument("--seed", type=int, default=0, help="the learner's seed id (default 0)")
+    i.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    i.add_argument("--force", action="store_true", help="overwrite an existing state file")
+    i.set_defaults(func=_cmd_init)
+
+    s = ts.add_parser("suggest", help="print the setting to deploy (JSON list)")
+    s.add_argument("state")
+    s.set_defaults(func=_cmd_suggest)
+
+    o = ts.add_parser("observe", help="add the losses measured at a setting")
+    o.add_argument("state")
+    o.add_argument("--setting", required=True, help="JSON list of n values (or a list of rows)")
+    o.add_argument("--losses", required=True, help="JSON list of k losses (or a list of rows)")
+    o.add_argument("--allow-off-policy", action="store_true",
+                   help="accept a setting other than the suggested one")
+    o.set_defaults(func=_cmd_observe)
+
+    st = ts.add_parser("status", help="rounds, updates, movement, estimates and confidence")
+    st.add_argument("state")
+    st.add_argument("--compact", action="store_true", help="one-line JSON")
+    st.set_defaults(func=_cmd_status)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from gsjax.cli import main
+
+    sys.exit(main(["tuner"] + sys.argv[1:]))
