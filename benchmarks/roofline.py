@@ -138,6 +138,36 @@ def sweep_costs(seeds: int, rounds: int, repeats: int) -> dict:
     }
 
 
+def markdown(out: dict) -> str:
+    """The roofline summary as markdown (used by benchmarks/run.py for RESULTS.md)."""
+    m, w, a, sh = out["machine"], out["work"], out["achieved"], out["shares"]
+    rs = w["run_seconds"]
+    meta = out["meta"]
+    return "\n".join([
+        f"Command: `{meta['command'].strip()}` ({meta['started']}, load average "
+        f"{meta['loadavg_start']} -> {meta['loadavg_end']}).",
+        "",
+        f"* Machine: {m['matmul_gflops']:.0f} GFLOP/s float32 (2048^3 matmul), memory "
+        f"{m['stream_scale_gb_per_s']:.1f} GB/s read+write stream, {m['stream_sum_gb_per_s']:.1f} "
+        f"GB/s read-only (sum).",
+        f"* Work per seed-round of the section7_2 lazy sweep: {w['state_bytes_per_seed_round']:.0f} "
+        f"B of state moved (the {w['carry_bytes_per_seed']:.0f} B carry read and written); XLA's "
+        f"cost model counts {w['xla_flops_per_seed_round']:.0f} flops and "
+        f"{w['xla_bytes_accessed_per_seed_round']:.0f} B accessed per seed-round (one round, "
+        f"solver loop body counted once).",
+        f"* Achieved at {w['seeds']} seeds x {w['rounds']} rounds: "
+        f"{a['seed_rounds_per_s']:,.0f} seed-rounds/s = {a['state_gb_per_s']:.2f} GB/s of state "
+        f"({100 * a['fraction_of_bandwidth_state']:.0f} % of the stream bandwidth; "
+        f"{100 * a['fraction_of_bandwidth_xla']:.0f} % counting every byte XLA touches) and "
+        f"{a['gflops']:.2f} GFLOP/s ({100 * a['fraction_of_peak_flops']:.1f} % of peak).",
+        f"* Where the time goes (ablations in the same run): full {rs['full']:.3f} s; without "
+        f"the noise draw {rs['no_noise']:.3f} s; without any re-minimisation {rs['no_solve']:.3f} "
+        f"s; without both {rs['no_noise_no_solve']:.3f} s. Noise: {100 * sh['noise']:.0f} % of "
+        f"the run; solver: {100 * sh['solver']:.0f} %; the rest (features, statistics, trigger, "
+        f"bookkeeping, loop): {100 * sh['rest']:.0f} %.",
+    ]) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1024)
