@@ -38,7 +38,7 @@ import numpy as np
 from gsjax.config import ConfigError, ExperimentConfig, config_to_dict, load_config, parse_config
 from gsjax.problem import Feedback
 
-__all__ = ["Tuner", "TunerError", "STATE_VERSION"]
+__all__ = ["Tuner", "OGDTuner", "TunerError", "STATE_VERSION", "open_config", "load"]
 
 STATE_VERSION = 1
 _FORMAT = "gsjax-tuner"
@@ -80,6 +80,8 @@ class Tuner:
 
     Build with :meth:`from_config` or :meth:`load`.
     """
+
+    family = "bandit"
 
     def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
                  _restore: dict | None = None):
@@ -274,7 +276,8 @@ class Tuner:
         from gsjax.results import write_npz
 
         meta = {
-            "format": _FORMAT, "version": STATE_VERSION, "config": config_to_dict(self.cfg),
+            "format": _FORMAT, "version": STATE_VERSION, "family": self.family,
+            "config": config_to_dict(self.cfg),
             "algorithm": self.algorithm, "seed": self.seed,
             "counters": {"rounds": self.rounds, "movement": self.movement,
                          "updates": self.updates.tolist(), "triggers": self.triggers.tolist(),
@@ -288,8 +291,8 @@ class Tuner:
         return write_npz(path, arrays)
 
     @classmethod
-    def load(cls, path) -> "Tuner":
-        """Read a tuner written by :meth:`save`."""
+    def load(cls, path):
+        """Read a tuner written by :meth:`save` (a :class:`Tuner` or an :class:`OGDTuner`)."""
         path = Path(path)
         if not path.is_file():
             raise TunerError("<state>", f"{path}: no such tuner state file (create one with "
@@ -305,6 +308,222 @@ class Tuner:
         if meta.get("version") != STATE_VERSION:
             raise TunerError("<state>", f"{path}: state version {meta.get('version')!r}; this "
                                         f"gsjax reads version {STATE_VERSION}")
+        restore = {"leaves": leaves, "counters": meta["counters"]}
+        if meta.get("family", "bandit") == "ogd":
+            from gsjax.oco.config import parse_oco_config
+
+            return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
+                            seed=meta["seed"], budget_index=meta.get("budget_index", 0),
+                            _restore=restore)
         cfg = parse_config(meta["config"])
-        return cls(cfg, algorithm=meta["algorithm"], seed=meta["seed"],
-                   _restore={"leaves": leaves, "counters": meta["counters"]})
+        return Tuner(cfg, algorithm=meta["algorithm"], seed=meta["seed"], _restore=restore)
+
+
+class OGDTuner:
+    """Randomized Lazy OGD (Section 6) for a live system: the gradient is what is observed.
+
+    Built from a ``kind = "oco"`` config (:mod:`gsjax.oco`): its ``[problem]`` gives the shape
+    (components, coordinates per component) and the bounds the step-size rule needs (target
+    range, weights), an ``[algorithms.NAME]`` entry the algorithm (``ogd``, ``lazy_ogd``,
+    ``componentwise_lazy_ogd``) and its budget, the first horizon of ``horizon`` the planned
+    ``T`` (the switching probability is ``p = M/T``; its step rule gives ``eta``). With several
+    budgets in the entry, ``budget_index`` picks one. No target is ever drawn.
+
+    The loop differs from the bandit tuner in one way: OGD takes the gradient of the round's
+    loss at its VIRTUAL iterate ``w_t`` (:meth:`query`), which is not always the deployed
+    setting (:meth:`suggest`, ``s_t``; the lazy algorithms deploy ``w_t`` with probability
+    ``p``). :meth:`observe` takes the setting that was deployed and the gradient at the query
+    point. Keys follow :mod:`gsjax.oco.runner`, so fed the gradients of a simulated run the
+    tuner deploys exactly the simulator's settings (``tests/test_tuner.py``).
+    """
+
+    family = "ogd"
+
+    def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
+                 _restore: dict | None = None):
+        from gsjax.oco import algorithms as oalgs
+        from gsjax.oco import experiment as oexp
+        from gsjax.oco.problem import make_problem as make_oco_problem
+
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
+        names = [e.name for e in cfg.algorithms]
+        algorithm = names[0] if algorithm is None else algorithm
+        if algorithm not in names:
+            raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
+                                          f"entries: {names}")
+        entry = next(e for e in cfg.algorithms if e.name == algorithm)
+        if cfg.dtype == "float64":
+            jax.config.update("jax_enable_x64", True)
+        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+        horizon = int(cfg.horizons[0])
+        oexp.check(cfg)
+        params, budgets = oexp.entry_params(cfg, entry, horizon, dtype)
+        if not 0 <= budget_index < params.p.shape[0]:
+            raise TunerError("budget_index", f"entry {algorithm!r} has {params.p.shape[0]} "
+                                             f"budget(s); got index {budget_index}")
+        self._params = jax.tree_util.tree_map(lambda a: a[budget_index], params)
+        self.budget = np.asarray(budgets[budget_index], np.float64)
+        self.cfg, self.algorithm, self.seed, self.kind = cfg, algorithm, int(seed), entry.algorithm
+        self.horizon, self.budget_index = horizon, int(budget_index)
+        self._spec = oexp.spec_of(cfg)
+        pc = cfg.problem
+        self._problem = make_oco_problem(self._spec, pc.s0, pc.target_low, pc.target_high,
+                                         pc.weights, pc.drift, dtype)
+        self._algo = oalgs.make(entry.algorithm, self._spec)
+        self._dtype = dtype
+        self._seed_key = jax.random.fold_in(jax.random.key(cfg.root_seed), self.seed)
+        self.num_coords, self.num_components = self._spec.n, self._spec.num_components
+        key = ("oco", self._spec, entry.algorithm)
+        if key not in _COMPILED:
+            _COMPILED[key] = (jax.jit(self._algo.act), jax.jit(self._ogd_step))
+        self._act, self._step = _COMPILED[key]
+        init_key = jax.random.fold_in(jax.random.fold_in(self._seed_key, 0), 1)
+        state = self._algo.init(init_key, self._params, self._problem)
+        k = self.num_components
+        if _restore is None:
+            self._state = state
+            self.rounds, self.movement, self.off_policy = 0, 0.0, 0
+            self.switches = np.zeros(k, np.int64)
+            self.last_setting = np.asarray(self._problem.s0, np.float64)
+        else:
+            leaves, treedef = jax.tree_util.tree_flatten(state)
+            saved = _restore["leaves"]
+            if len(saved) != len(leaves) or any(
+                    np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
+                raise TunerError("<state>", "the saved learner does not match its config "
+                                            "(shapes differ); was the file edited?")
+            self._state = jax.tree_util.tree_unflatten(
+                treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
+            c = _restore["counters"]
+            self.rounds, self.movement = int(c["rounds"]), float(c["movement"])
+            self.off_policy = int(c["off_policy"])
+            self.switches = np.asarray(c["switches"], np.int64)
+            self.last_setting = np.asarray(c["last_setting"], np.float64)
+
+    @staticmethod
+    def _ogd_step(state, grad, eta):
+        """``w <- clip(w - eta * g, 0, 1)`` with the observed gradient (one round)."""
+        w = jnp.clip(state.w - jnp.repeat(eta, grad.shape[-1] // eta.shape[-1]) * grad, 0.0, 1.0)
+        return state._replace(w=w)
+
+    @classmethod
+    def from_config(cls, config, algorithm: str | None = None, seed: int = 0,
+                    overrides=(), budget_index: int = 0) -> "OGDTuner":
+        from gsjax.oco.config import OCOConfig, load_oco_config, oco_config_to_dict, parse_oco_config
+
+        if isinstance(config, OCOConfig):
+            cfg = config if not overrides else parse_oco_config(oco_config_to_dict(config),
+                                                                overrides)
+        else:
+            from gsjax.cli import find_config
+
+            cfg = load_oco_config(find_config(str(config)), overrides)
+        return cls(cfg, algorithm=algorithm, seed=seed, budget_index=budget_index)
+
+    def _act_at(self, t: int, state):
+        k_act = jax.random.fold_in(jax.random.fold_in(self._seed_key, t), 1)
+        return self._act(k_act, state, self._params, self._problem)
+
+    def suggest(self) -> np.ndarray:
+        """(n,) the setting to deploy this round (``s_t``)."""
+        s, _ = self._act_at(self.rounds + 1, self._state)
+        return np.asarray(s, np.float64)
+
+    def query(self) -> np.ndarray:
+        """(n,) where this round's loss gradient is to be measured (the virtual iterate)."""
+        return np.asarray(self._state.w, np.float64)
+
+    def observe(self, setting, gradient, allow_off_policy: bool = False) -> dict:
+        """Add rounds: the deployed ``setting`` (n,) or (B, n) and the gradient (n,) or (B, n)
+        of each round's loss at the query point."""
+        n = self.num_coords
+        g = _vector(gradient, n, "gradient", f"the loss gradient at the query point, n = {n}")
+        s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
+        gs = g[None] if g.ndim == 1 else g
+        ss = s[None] if s.ndim == 1 else s
+        if ss.shape[0] == 1 and gs.shape[0] > 1:
+            ss = np.broadcast_to(ss, (gs.shape[0], n))
+        if ss.shape[0] != gs.shape[0]:
+            raise TunerError("setting", f"{ss.shape[0]} settings for {gs.shape[0]} gradients")
+        if np.any(ss < 0.0) or np.any(ss > 1.0):
+            bad = np.argwhere((ss < 0.0) | (ss > 1.0))[0]
+            raise TunerError("setting", f"must lie in the box [0, 1]^{n}; coordinate {bad[-1]} "
+                                        f"is {float(ss[tuple(bad)])!r}")
+        state, rounds, s_prev = self._state, self.rounds, self.last_setting
+        movement, off, switches = self.movement, self.off_policy, self.switches.copy()
+        for j in range(gs.shape[0]):
+            t = rounds + 1
+            suggested, acted = self._act_at(t, state)
+            played = jnp.asarray(ss[j], self._dtype)
+            if not bool(jnp.all(played == suggested)):
+                if not allow_off_policy:
+                    raise TunerError(
+                        "setting",
+                        f"observation {j}: {ss[j].tolist()} is not the suggested setting "
+                        f"{np.asarray(suggested, np.float64).tolist()} (pass allow_off_policy / "
+                        f"--allow-off-policy to record another deployed setting)")
+                off += 1
+                acted = acted._replace(s=played)
+            switches += np.asarray(acted.switched, np.int64)
+            state = self._step(acted, jnp.asarray(gs[j], self._dtype), self._params.eta)
+            played64 = np.asarray(played, np.float64)
+            movement += float(np.sum(np.abs(played64 - s_prev)))
+            s_prev, rounds = played64, t
+        self._state, self.rounds, self.last_setting = state, rounds, s_prev
+        self.movement, self.off_policy, self.switches = movement, off, switches
+        return {"rounds": self.rounds, "observations": int(gs.shape[0]),
+                "suggested": self.suggest().tolist(), "query": self.query().tolist()}
+
+    def status(self) -> dict:
+        return {
+            "config": self.cfg.name, "algorithm": self.algorithm, "kind": self.kind,
+            "seed": self.seed, "rounds": self.rounds, "planned_horizon": self.horizon,
+            "budget": self.budget.tolist(),
+            "switch_probability": np.asarray(self._params.p, np.float64).tolist(),
+            "step_size": np.asarray(self._params.eta, np.float64).tolist(),
+            "switches": self.switches.tolist(), "movement": self.movement,
+            "off_policy_observations": self.off_policy,
+            "last_setting": self.last_setting.tolist(), "suggested": self.suggest().tolist(),
+            "query": self.query().tolist(),
+        }
+
+    def save(self, path) -> Path:
+        from gsjax.oco.config import oco_config_to_dict
+        from gsjax.results import write_npz
+
+        meta = {
+            "format": _FORMAT, "version": STATE_VERSION, "family": self.family,
+            "config": oco_config_to_dict(self.cfg), "algorithm": self.algorithm,
+            "seed": self.seed, "budget_index": self.budget_index,
+            "counters": {"rounds": self.rounds, "movement": self.movement,
+                         "switches": self.switches.tolist(), "off_policy": self.off_policy,
+                         "last_setting": self.last_setting.tolist()},
+        }
+        arrays = {"meta": np.asarray(json.dumps(meta))}
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
+            arrays[f"state/{i:05d}"] = np.asarray(leaf)
+        return write_npz(path, arrays)
+
+
+def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(),
+                budget_index: int = 0):
+    """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
+    from gsjax.oco.config import OCOConfig
+
+    if isinstance(config, OCOConfig):
+        return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index)
+    if not isinstance(config, ExperimentConfig):
+        from gsjax.cli import find_config
+        from gsjax.oco.config import config_kind
+
+        path = find_config(str(config))
+        if config_kind(path) == "oco":
+            return OGDTuner.from_config(path, algorithm, seed, overrides, budget_index)
+        config = path
+    return Tuner.from_config(config, algorithm, seed, overrides)
+
+
+def load(path):
+    """Read a tuner state file of either family."""
+    return Tuner.load(path)

@@ -1,4 +1,8 @@
-"""``gsjax tuner init|suggest|observe|status``: the :class:`~gsjax.tuner.Tuner` from a shell.
+"""``gsjax tuner init|suggest|query|observe|status``: the tuners of :mod:`gsjax.tuner` from a shell.
+
+Bandit configs observe ``--losses`` (one per criterion) at the suggested setting; ``kind =
+"oco"`` configs (Randomized Lazy OGD) observe ``--gradient``, the loss gradient at the point
+``query`` prints (the virtual iterate), with ``--setting`` the deployed setting.
 
 The state file is read and written under an exclusive lock (``STATE.lock``, ``fcntl.flock``),
 so processes that observe at the same time are serialised and none of their observations is
@@ -15,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from gsjax.tuner import Tuner, TunerError
+from gsjax.tuner import OGDTuner, Tuner, TunerError, open_config
 
 __all__ = ["add_parser"]
 
@@ -49,12 +53,16 @@ def _cmd_init(args) -> int:
     with _locked(state, exclusive=True):
         if state.exists() and not args.force:
             raise TunerError("STATE", f"{state} exists; pass --force to start it afresh")
-        tuner = Tuner.from_config(args.config, algorithm=args.algorithm, seed=args.seed,
-                                  overrides=list(args.set or []))
+        tuner = open_config(args.config, algorithm=args.algorithm, seed=args.seed,
+                            overrides=list(args.set or []), budget_index=args.budget_index)
         tuner.save(state)
-    _print({"state": str(state), "algorithm": tuner.algorithm, "kind": tuner.kind,
-            "coordinates": tuner.num_coords, "criteria": tuner.num_criteria,
-            "suggested": tuner.suggest().tolist()})
+    info = {"state": str(state), "algorithm": tuner.algorithm, "kind": tuner.kind,
+            "coordinates": tuner.num_coords, "suggested": tuner.suggest().tolist()}
+    if isinstance(tuner, OGDTuner):
+        info.update(components=tuner.num_components, query=tuner.query().tolist())
+    else:
+        info.update(criteria=tuner.num_criteria)
+    _print(info)
     return 0
 
 
@@ -65,12 +73,31 @@ def _cmd_suggest(args) -> int:
     return 0
 
 
+def _cmd_query(args) -> int:
+    with _locked(Path(args.state), exclusive=False):
+        tuner = Tuner.load(args.state)
+    if not isinstance(tuner, OGDTuner):
+        raise TunerError("query", f"{tuner.kind} observes losses at the suggested setting; "
+                                  f"query is for the OGD family (gradients)")
+    _print(tuner.query().tolist())
+    return 0
+
+
 def _cmd_observe(args) -> int:
     setting = _json_arg(args.setting, "--setting")
-    losses = _json_arg(args.losses, "--losses")
     with _locked(Path(args.state), exclusive=True):
         tuner = Tuner.load(args.state)
-        out = tuner.observe(setting, losses, allow_off_policy=args.allow_off_policy)
+        if isinstance(tuner, OGDTuner):
+            if args.gradient is None or args.losses is not None:
+                raise TunerError("--gradient", f"{tuner.kind} observes the loss gradient at the "
+                                               f"query point: pass --gradient (not --losses)")
+            values = _json_arg(args.gradient, "--gradient")
+        else:
+            if args.losses is None or args.gradient is not None:
+                raise TunerError("--losses", f"{tuner.kind} observes one loss per criterion: "
+                                             f"pass --losses (not --gradient)")
+            values = _json_arg(args.losses, "--losses")
+        out = tuner.observe(setting, values, allow_off_policy=args.allow_off_policy)
         tuner.save(args.state)
     _print(out)
     return 0
@@ -95,6 +122,8 @@ def add_parser(sub) -> None:
     i.add_argument("--seed", type=int, default=0, help="the learner's seed id (default 0)")
     i.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     i.add_argument("--force", action="store_true", help="overwrite an existing state file")
+    i.add_argument("--budget-index", type=int, default=0,
+                   help="OGD configs: which of the entry's budgets (default 0)")
     i.set_defaults(func=_cmd_init)
 
     s = ts.add_parser("suggest", help="print the setting to deploy (JSON list)")
@@ -104,10 +133,16 @@ def add_parser(sub) -> None:
     o = ts.add_parser("observe", help="add the losses measured at a setting")
     o.add_argument("state")
     o.add_argument("--setting", required=True, help="JSON list of n values (or a list of rows)")
-    o.add_argument("--losses", required=True, help="JSON list of k losses (or a list of rows)")
+    o.add_argument("--losses", help="JSON list of k losses (or a list of rows): bandit configs")
+    o.add_argument("--gradient", help="JSON list of n partial derivatives at the query point "
+                                      "(or a list of rows): OGD configs")
     o.add_argument("--allow-off-policy", action="store_true",
                    help="accept a setting other than the suggested one")
     o.set_defaults(func=_cmd_observe)
+
+    q = ts.add_parser("query", help="OGD: where to measure this round's loss gradient")
+    q.add_argument("state")
+    q.set_defaults(func=_cmd_query)
 
     st = ts.add_parser("status", help="rounds, updates, movement, estimates and confidence")
     st.add_argument("state")

@@ -274,3 +274,89 @@ def test_api_errors_are_tuner_errors():
     with pytest.raises(TunerError, match="seed"):
         Tuner(parse_config(_raw("lazy")), seed=-1)
     assert tuner.rounds == 0
+
+
+# --------------------------------------------------------------------------------------------
+# The OGD family (kind = "oco" configs): gradients observed at the query point
+# --------------------------------------------------------------------------------------------
+
+OCO_RAW = {
+    "kind": "oco", "name": "tuner_oco", "seeds": 1, "horizon": [300], "root_seed": 5,
+    "dtype": "float64",
+    "problem": {"loss": "squared", "targets": "adversarial", "adversary": "previous",
+                "num_components": 3, "block_dim": 2},
+    "algorithms": {"cw": {"algorithm": "componentwise_lazy_ogd",
+                          "budget_exponents": [[0.5, 0.75, 1.0]]},
+                   "lazy": {"algorithm": "lazy_ogd", "budget_exponents": [0.6]}},
+}
+
+
+@pytest.mark.parametrize("algorithm", ["cw", "lazy"])
+def test_ogd_tuner_takes_the_oco_simulators_decisions(algorithm):
+    """Fed the gradients of a simulated run (adaptive adversary) at its query points, the OGD
+    tuner deploys exactly the simulator's settings and counts its switches and movement."""
+    from gsjax.oco import experiment as oexp
+    from gsjax.oco import runner as orun
+    from gsjax.oco.algorithms import make as make_oco
+    from gsjax.oco.config import parse_oco_config
+    from gsjax.oco.problem import coord_grad, make_problem, target_reset, target_step
+    from gsjax.tuner import OGDTuner, open_config
+
+    jax.config.update("jax_enable_x64", True)  # the config is float64, as the tuner sets
+    cfg = parse_oco_config(OCO_RAW)
+    T = cfg.horizons[0]
+    entry = next(e for e in cfg.algorithms if e.name == algorithm)
+    spec = oexp.spec_of(cfg)
+    pc = cfg.problem
+    prob = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                        jnp.float64)
+    params, _ = oexp.entry_params(cfg, entry, T, jnp.float64)
+    seed_key = jax.random.fold_in(jax.random.key(cfg.root_seed), 0)
+    result, rec = jax.jit(lambda k: orun.run_seed(k, make_oco(entry.algorithm, spec), spec,
+                                                  prob, params, T, 1))(seed_key)
+    played = np.asarray(rec.s[0], np.float64)  # (T, n)
+    virtual = np.asarray(rec.w[0], np.float64)  # w after round t's update
+    # Replay the adversary on the simulator's deployed settings: z_t, then grad at w_t.
+    tstate = target_reset(jax.random.fold_in(jax.random.fold_in(seed_key, 0), 0), spec, prob)
+    s_prev, w_prev = np.asarray(prob.s0), np.asarray(prob.s0)
+    tuner = open_config(cfg, algorithm=algorithm)
+    assert isinstance(tuner, OGDTuner)
+    for t in range(1, T + 1):
+        ke = jax.random.fold_in(jax.random.fold_in(seed_key, t), 0)
+        z, tstate = target_step(ke, tstate, jnp.asarray(s_prev), t, spec, prob)
+        np.testing.assert_array_equal(tuner.query(), w_prev, err_msg=f"round {t}")
+        s = tuner.suggest()
+        np.testing.assert_array_equal(s, played[t - 1], err_msg=f"round {t}")
+        g = np.asarray(coord_grad(spec, jnp.asarray(w_prev), z, prob.weight))
+        tuner.observe(s, g)
+        s_prev, w_prev = played[t - 1], virtual[t - 1]
+    np.testing.assert_array_equal(tuner.query(), virtual[-1])
+    st = tuner.status()
+    assert st["switches"] == np.asarray(result.switches[0]).tolist()
+    assert st["movement"] == pytest.approx(float(np.sum(result.movement[0])), rel=1e-12)
+
+
+def test_ogd_cli_and_bad_inputs(tmp_path, capsys):
+    cfg_path = tmp_path / "oco.toml"
+    cfg_path.write_text(_to_toml(OCO_RAW))
+    state = tmp_path / "ogd.npz"
+    assert _cli(capsys, "init", str(cfg_path), str(state), "--algorithm", "lazy")[0] == 0
+    rc, query, _ = _cli(capsys, "query", str(state))
+    assert rc == 0 and json.loads(query) == [0.5] * 6
+    rc, sugg, _ = _cli(capsys, "suggest", str(state))
+    before = _digest(state)
+    rc, _, err = _cli(capsys, "observe", str(state), "--setting", sugg.strip(), "--losses", "[1]")
+    assert rc == 2 and "pass --gradient" in err and _digest(state) == before
+    rc, _, err = _cli(capsys, "observe", str(state), "--setting", sugg.strip(),
+                      "--gradient", "[1, 2]")
+    assert rc == 2 and "gradient: expected 6 numbers" in err and _digest(state) == before
+    g = [0.5, -0.5, 0.25, 0.0, 1.0, -1.0]
+    rc, out, err = _cli(capsys, "observe", str(state), "--setting", sugg.strip(),
+                        "--gradient", json.dumps(g))
+    assert rc == 0, err
+    status = json.loads(_cli(capsys, "status", str(state))[1])
+    eta = status["step_size"][0]
+    # w_1 = clip(w_0 - eta g, 0, 1) with w_0 = s0 = 0.5 (closed form)
+    np.testing.assert_allclose(status["query"], np.clip(0.5 - eta * np.asarray(g), 0, 1),
+                               rtol=0, atol=1e-15)
+    assert status["rounds"] == 1
