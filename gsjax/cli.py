@@ -1,4 +1,4 @@
-"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``reproduce`` and ``tuner``.
+"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``reproduce``, ``tuner`` and ``tune``.
 
 User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
 with status 2, without a traceback.
@@ -299,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gsjax.tuner_cli import add_parser as add_tuner_parser
 
     add_tuner_parser(sub)
+
+    from gsjax.tune import add_parser as add_tune_parser  # gradient tuning (gsjax.tune)
+
+    add_tune_parser(sub)
     return p
 
 

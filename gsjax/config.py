@@ -47,6 +47,9 @@ TOML layout (defaults in parentheses)::
     beta = [0.25, 0.5, 1.0]         # float hyperparameters (Cartesian product) in
     lambda_reg = [0.1, 1.0]         # one compiled program; keys: GRID_FIELDS
 
+    [relaxed]                       # optional: the differentiable mode of
+    temperature = 0.05              # gsjax tune (RelaxedConfig); gsjax run ignores it
+
 Only the standard library is imported here, so the module can be used by
 command-line tools without pulling in JAX.
 """
@@ -77,6 +80,7 @@ __all__ = [
     "default_record_every",
     "NoiseConfig",
     "ProblemConfig",
+    "RelaxedConfig",
     "ThetaConfig",
     "apply_overrides",
     "config_hash",
@@ -304,6 +308,12 @@ class AgentConfig:
         reference: ``'global'`` or ``'own'``.
         trigger_ratio: Determinant-ratio update trigger (> 1).
         refresh_every: Refresh period in rounds (>= 1).
+        warmup: ``'adaptive_lazy'`` only (Section 5.2): warm-up rounds tau
+            (>= 0) of uniform exploration on the complete super-graph.
+        signal_gamma: ``'adaptive_lazy'`` only: the signal level gamma of
+            Assumption B (>= 0); the sparsity test keeps |theta_hat| > gamma/2.
+        refined: ``'adaptive_lazy'`` only: ``'lazy'`` or ``'async_lazy'``
+            play on the refined graph.
     """
 
     lambda_reg: float | tuple[float, ...] = 1.0
@@ -322,6 +332,10 @@ class AgentConfig:
     reference: str = "global"
     trigger_ratio: float = 2.0
     refresh_every: int = 1
+    # Adaptive graph refinement (Section 5.2); None (omitted from dicts and hashes) elsewhere.
+    warmup: int | None = None
+    signal_gamma: float | None = None
+    refined: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,6 +351,27 @@ class AlgorithmEntry:
     name: str
     algorithm: str
     agent: AgentConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class RelaxedConfig:
+    """The ``[relaxed]`` table: the differentiable mode used by ``gsjax tune``
+    (:mod:`gsjax.relaxed`). ``gsjax run`` always runs the hard algorithms.
+
+    Attributes:
+        temperature: Soft-trigger temperature in log-det units (> 0).
+        solve_temperature: Soft-min temperature in LCB units (> 0); ``None``
+            means ``temperature``.
+        tie_break: Soft-min index penalty kappa (>= 0): candidate p is
+            penalised by kappa sqrt(solve_temperature) p (hard tie rule in the limit).
+        block: Rounds per checkpointed block (>= 1, divides horizon); ``None``
+            means the divisor of horizon closest to sqrt(horizon).
+    """
+
+    temperature: float = 0.05
+    solve_temperature: float | None = None
+    tie_break: float = 0.01
+    block: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,6 +412,7 @@ class ExperimentConfig:
     algorithms: tuple[AlgorithmEntry, ...] = ()
     paper_json: str = "{}"
     grid: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    relaxed: RelaxedConfig | None = None  # [relaxed]: settings of gsjax tune's relaxed mode
 
     @property
     def paper(self) -> dict:
@@ -398,6 +434,7 @@ _MISSING = object()
 _TOP_KEYS = (
     "name", "description", "seeds", "horizon", "root_seed", "dtype",
     "record_every", "paper", "problem", "agent", "algorithms", "grid",
+    "relaxed",
 )
 _BLOCK_KEYS = ("num_blocks", "block_dim")
 _GRAPH_KEYS = (
@@ -805,7 +842,7 @@ def _parse_theta(raw: dict, k: int) -> ThetaConfig:
     _check_keys(raw, path, _THETA_KEYS)
     f = lambda key: _join(path, key)  # noqa: E731
     dist = _choice(raw.get("distribution", "normal"), f("distribution"),
-                   ("explicit", "normal", "uniform"))
+                   ("explicit", "normal", "uniform", "signal"))
     values = None
     if dist == "explicit":
         rows = _list(
@@ -892,7 +929,40 @@ def _parse_agent(values: Mapping, fields: Mapping[str, str], k: int) -> AgentCon
     out["trigger_ratio"] = _float(v, fld, gt=1.0)
     v, fld = get("refresh_every")
     out["refresh_every"] = _int(v, fld, minimum=1)
+    v, fld = get("warmup")
+    out["warmup"] = None if v is None else _int(v, fld, minimum=0)
+    v, fld = get("signal_gamma")
+    out["signal_gamma"] = None if v is None else _float(v, fld, ge=0.0)
+    v, fld = get("refined")
+    out["refined"] = None if v is None else _choice(v, fld, ("lazy", "async_lazy"))
     return AgentConfig(**out)
+
+
+_ADAPTIVE_KEYS = ("warmup", "signal_gamma", "refined")
+
+
+def _check_adaptive(ac: AgentConfig, algorithm: str, path: str, fields: Mapping[str, str],
+                    problem: ProblemConfig, n: int) -> None:
+    """The options of ``'adaptive_lazy'`` (Section 5.2): given there, and only there."""
+    if algorithm != "adaptive_lazy":
+        for key in _ADAPTIVE_KEYS:
+            if getattr(ac, key) is not None:
+                raise ConfigError(fields[key], "only allowed for algorithm 'adaptive_lazy'")
+        return
+    if ac.warmup is None:
+        raise ConfigError(f"{path}.warmup", "required for algorithm 'adaptive_lazy' (rounds "
+                          "of exploration before the sparsity test; 0: none)")
+    if ac.warmup > 0 and ac.signal_gamma is None:
+        raise ConfigError(f"{path}.signal_gamma", "required for algorithm 'adaptive_lazy' "
+                          "with warmup > 0 (the sparsity test keeps |theta_hat| > gamma/2)")
+    if problem.environment != "linear" or problem.features not in ("linear", "quadratic"):
+        raise ConfigError(f"{path}.algorithm", "'adaptive_lazy' needs the linear environment "
+                          "with 'linear' or 'quadratic' features (a coefficient per coordinate)"
+                          f"; got environment {problem.environment!r}, features "
+                          f"{problem.features!r}")
+    if ac.solver == "vertex" and n > 16:
+        raise ConfigError(fields["solver"], "vertex enumeration on the complete super-graph "
+                          f"needs n <= 16 coordinates (here n = {n}); use 'pgd'")
 
 
 def _paper_default(obj: Any) -> Any:
@@ -1000,6 +1070,10 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
     _check_keys(agent_raw, "agent", _AGENT_KEYS)
     shared_fields = {key: f"agent.{key}" for key in _AGENT_KEYS}
     agent = _parse_agent(agent_raw, shared_fields, k)
+    for key in _ADAPTIVE_KEYS:
+        if key in agent_raw:
+            raise ConfigError(f"agent.{key}", "set it in the [algorithms.NAME] table of an "
+                              "'adaptive_lazy' entry, not in [agent]")
 
     if "algorithms" not in raw:
         raise ConfigError(
@@ -1049,9 +1123,11 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
                 f"features, but problem.features = {problem.features!r}; "
                 "use 'pgd'",
             )
+        _check_adaptive(entry_agent, algorithm, path, fields, problem, _n)
         entries.append(AlgorithmEntry(entry_name, algorithm, entry_agent))
 
     grid = _parse_grid(raw.get("grid", {}))
+    relaxed = _parse_relaxed(raw["relaxed"], horizon) if "relaxed" in raw else None
 
     return ExperimentConfig(
         name=name,
@@ -1066,6 +1142,7 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
         algorithms=tuple(entries),
         paper_json=paper_json,
         grid=grid,
+        relaxed=relaxed,
     )
 
 
@@ -1080,6 +1157,27 @@ GRID_FIELDS = {
     "oful_S": dict(gt=0.0),
 }
 MAX_GRID_POINTS = 4096
+
+
+def _parse_relaxed(value: Any, horizon: int) -> RelaxedConfig:
+    """Validate the ``[relaxed]`` table (see :class:`RelaxedConfig`)."""
+    table = _table(value, "relaxed")
+    _check_keys(table, "relaxed", tuple(f.name for f in dataclasses.fields(RelaxedConfig)))
+    d = RelaxedConfig()
+    ts = table.get("solve_temperature")
+    block = table.get("block")
+    if block is not None:
+        block = _int(block, "relaxed.block", minimum=1)
+        if horizon % block:
+            raise ConfigError("relaxed.block", f"must divide horizon ({horizon}); got {block}")
+    return RelaxedConfig(
+        temperature=_float(table.get("temperature", d.temperature), "relaxed.temperature",
+                           gt=0.0),
+        solve_temperature=None if ts is None else _float(ts, "relaxed.solve_temperature",
+                                                         gt=0.0),
+        tie_break=_float(table.get("tie_break", d.tie_break), "relaxed.tie_break", ge=0.0),
+        block=block,
+    )
 
 
 def _parse_grid(value: Any) -> tuple:
@@ -1205,6 +1303,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
         },
         "paper": cfg.paper,
         **({"grid": {key: list(vals) for key, vals in cfg.grid}} if cfg.grid else {}),
+        **({"relaxed": _dataclass_dict(cfg.relaxed)} if cfg.relaxed is not None else {}),
     }
 
 

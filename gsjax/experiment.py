@@ -230,7 +230,13 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             stacked = [_agent(p, k, sigma_k, dtype)[1] for p in per_point]
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
-        algo = REGISTRY[entry.algorithm](structure, spec)
+        if entry.algorithm == "adaptive_lazy":  # Section 5.2: its own static options
+            from gsjax.algorithms.adaptive import AdaptiveSpec
+
+            adaptive = AdaptiveSpec(ac.warmup, ac.signal_gamma or 0.0, ac.refined or "lazy")
+            algo = REGISTRY[entry.algorithm](structure, spec, adaptive)
+        else:
+            algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 

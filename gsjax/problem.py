@@ -57,7 +57,7 @@ __all__ = [
 
 FEATURE_KINDS = ("linear", "quadratic", "rff")
 NOISE_KINDS = ("independent", "correlated")
-THETA_DISTRIBUTIONS = ("explicit", "normal", "uniform")
+THETA_DISTRIBUTIONS = ("explicit", "normal", "uniform", "signal")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,7 +302,9 @@ def make_problem(
 
     Args:
       key: draws ``theta*`` (distributions "normal": ``scale * N(0,1)``, "uniform":
-        ``scale * U(-1, 1)``), the random Fourier features, and the ``s*`` search.
+        ``scale * U(-1, 1)``, "signal": ``+-scale * (1 + U(0, 1))`` with a random sign, so
+        every real coefficient has magnitude in ``[scale, 2 scale]``: Assumption B of Section
+        5.2 with ``gamma = scale``), the random Fourier features, and the ``s*`` search.
       structure: from :func:`make_structure`.
       scopes: host scopes.
       theta_distribution: "explicit" | "normal" | "uniform".
@@ -328,6 +330,10 @@ def make_problem(
         theta = theta_scale * jax.random.normal(k_theta, fmask.shape, dtype)
     elif theta_distribution == "uniform":
         theta = theta_scale * jax.random.uniform(k_theta, fmask.shape, dtype, -1.0, 1.0)
+    elif theta_distribution == "signal":  # Assumption B (Section 5.2): |theta*| >= scale
+        k_sign, k_mag = jax.random.split(k_theta)
+        sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, fmask.shape), 1.0, -1.0)
+        theta = theta_scale * sign * (1.0 + jax.random.uniform(k_mag, fmask.shape, dtype))
     else:
         raise ValueError(
             f"unknown theta distribution {theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}"

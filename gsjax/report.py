@@ -30,7 +30,10 @@ def paper_configs() -> list[Path]:
         for p in sorted(d.glob("*.toml")):
             # kind = "oco" configs (Section 6) have their own schema and report section.
             load = load_oco_config if config_kind(p) == "oco" else load_config
-            if p.stem not in out and load(p).paper:
+            paper = load(p).paper
+            # A config whose [paper].script names a module (a longer experiment, Sections 5.1
+            # and 5.2 at scale) is run by that module's command, not by the report.
+            if p.stem not in out and paper and not paper.get("script"):
                 out[p.stem] = p
     return [out[k] for k in sorted(out)]
 

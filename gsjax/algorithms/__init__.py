@@ -34,10 +34,14 @@ REGISTRY = {
     "joint_linucb": joint_lazy.make_linucb,
 }
 
+from gsjax.algorithms import adaptive  # noqa: E402  (Section 5.2)
+
+REGISTRY["adaptive_lazy"] = adaptive.make
+
 # Config files name algorithms before JAX is imported: tell the (stdlib-only) schema too.
 from gsjax.config import register_algorithm_name as _register_name  # noqa: E402
 
-for _name in ("joint_lazy", "joint_linucb"):
+for _name in ("joint_lazy", "joint_linucb", "adaptive_lazy"):
     _register_name(_name)
 
 

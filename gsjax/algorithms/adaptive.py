@@ -1,0 +1,351 @@
+r"""Adaptive graph refinement (Section 5.2): learn the dependency graph, then play lazily on it.
+
+The learner does not know the problem's scopes (the TRUE graph). It sees the complete
+super-graph: criterion ``i``'s super-scope is every coordinate, its own coordinate
+``o_i = N(i)[0]`` first (the problem's first scope entry; ``i`` itself in the dependency-graph
+view), then the others in increasing order (slot ``j >= 1`` of row ``i``). Features are the
+problem's feature kind built over the super-scopes (``linear``: ``D = n``; ``quadratic``,
+Example 1: ``D = 2n + 1``, ``[1, s_o, s_o^2, {s_j}, {s_o s_j}]``). By Corollary 5 the true
+model is realisable there, with ``theta*`` padded by zeros.
+
+Phases (``AdaptiveSpec``):
+
+1. **Warm-up**, rounds ``1 .. tau``: play ``s_t ~ U([0,1]^n)``, independent uniform draws from
+   the round's ``act`` key (our choice of "isotropic exploration noise": it makes Assumption C
+   explicit -- for linear features ``E[s s^T] = I/12 + 11^T/4``, so ``lambda_min(V_tau) ~
+   tau / 12``). No trigger fires and nothing is counted as an update during warm-up; the
+   movement of these plays is charged like any other.
+2. **Sparsity test**, after round ``tau``'s observation: with
+   ``theta_hat = V_tau^{-1} b_tau`` of the full super-graph statistics,
+   ``N_hat(i) = {o_i} + {j != o_i : c_{i,j} > gamma / 2}``, where the coefficient statistic of
+   coordinate ``j`` is ``c_{i,j} = |theta_hat_{i, s_j}|`` for linear features and
+   ``c_{i,j} = max(|theta_hat_{i, s_j}|, |theta_hat_{i, s_o s_j}|)`` for quadratic features (the
+   two coefficients through which ``s_j`` enters ``mu_i``; Assumption B then reads: for
+   ``j in N(i)`` one of them has magnitude ``>= gamma``, for ``j not in N(i)`` both are 0). The
+   own coordinate's features (``s_o``; ``1, s_o, s_o^2``) are always kept. The refined scopes
+   are per criterion and not symmetrised: ``N_hat(i)`` is what ``mu_i`` was found to read.
+3. **Refined play**, rounds ``tau + 1 ..``: LazyGraphLinUCB (``refined = "lazy"``, global
+   trigger, every reference reset at each update) or Async-LazyGraphLinUCB
+   (``refined = "async_lazy"``, the triggering criteria re-minimise the coordinates of their
+   REFINED scopes) on the refined graph. The policy is re-minimised right after the test (the
+   first LCB policy; counted as an update of every criterion), and every reference is set to
+   the restricted log-det then.
+
+Restricted covariance by masking (fixed shapes, so seeds that find different graphs share one
+``vmap``): ``keep (k, D)`` marks the kept features. The data Gram ``S`` and ``b`` keep
+accumulating the FULL super-graph features (the source of truth, DESIGN section 2); the
+inverse and log-det are those of ``V_K = lambda I + S \circ (keep keep^T)``, recomputed from the
+masked data Gram (:func:`gsjax.linalg.refresh`). Its kept sub-block is exactly
+``lambda I + sum phi_K phi_K^T``, the ridge Gram of the reduced features ``phi_K``, and ``V_K``
+is block-diagonal (kept block, ``lambda I`` on the dropped features), so the kept sub-block of
+``V_K^{-1}`` is the inverse of the reduced Gram. The stored log-det is that of the kept block,
+``log det V_K - (D - |K|) log lambda``. ``theta_hat = V_K^{-1} (b \circ keep)`` is the reduced
+ridge estimate (zero on dropped features). The LCB reads features masked by ``keep``. Between
+refreshes (``refresh_every > 1``), ``V_K^{-1}`` and the log-det advance by Sherman--Morrison with
+the masked features, which keeps the block structure.
+
+``warmup = 0``: no warm-up and no test; the algorithm is LazyGraphLinUCB on the complete
+super-graph from round 1 (the conservative strategy of Corollary 5).
+
+Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12
+with ``d_i`` the number of KEPT features of criterion ``i``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gsjax import lcb, linalg
+from gsjax.algorithms.base import (
+    AgentParams,
+    AgentSpec,
+    BanditAlgorithm,
+    BanditInfo,
+    SolveRequest,
+)
+from gsjax.problem import Feedback, Problem, Structure, all_features, feature_dim
+
+__all__ = [
+    "REFINED_KINDS",
+    "AdaptiveSpec",
+    "AdaptiveState",
+    "make",
+    "super_structure",
+    "super_index",
+    "super_problem",
+    "feature_keep",
+    "edge_statistic",
+    "sparsity_test",
+    "true_slots",
+    "restricted_theta_hat",
+]
+
+REFINED_KINDS = ("lazy", "async_lazy")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveSpec:
+    """Static options of adaptive refinement.
+
+    Attributes:
+      warmup: ``tau``, rounds of uniform exploration on the super-graph (0: no refinement,
+        lazy on the super-graph throughout).
+      gamma: the signal level of Assumption B; coordinates with coefficient statistic
+        ``> gamma / 2`` are kept.
+      refined: schedule after the test, ``"lazy"`` or ``"async_lazy"``.
+    """
+
+    warmup: int = 100
+    gamma: float = 0.5
+    refined: str = "lazy"
+
+
+class AdaptiveState(NamedTuple):
+    """What the next round needs (one seed)."""
+
+    stats: linalg.RidgeStats  # data_gram (k,D,D) FULL S; b (k,D) full; inv (k,D,D) of V_K; logdet (k,) kept block
+    logdet_ref: jax.Array  # (k,) kept-block log det V at each criterion's reference
+    s: jax.Array  # (n,) active policy (played from round tau + 1 on)
+    t: jax.Array  # () int32, observations so far
+    scope_keep: jax.Array  # (k, n) bool, super-scope slots kept (slot 0, own: always); all before the test
+
+
+def super_structure(structure: Structure) -> Structure:
+    """The learner's static structure: the complete super-graph, scopes of width ``n``."""
+    n = structure.num_coords
+    return dataclasses.replace(
+        structure, scope_size=n, feature_dim=feature_dim(structure.features, n),
+        disjoint=False, rff_dim=1,
+    )
+
+
+def super_index(problem: Problem) -> jax.Array:
+    """(k, n) int32 super-scopes: own coordinate ``scopes[i, 0]`` first, the others ascending."""
+    own = problem.scopes[:, 0]
+    n = problem.s0.shape[-1]
+    j = jnp.arange(n - 1, dtype=own.dtype)
+    others = j[None, :] + (j[None, :] >= own[:, None]).astype(own.dtype)
+    return jnp.concatenate([own[:, None], others], axis=1)
+
+
+def true_slots(problem: Problem) -> jax.Array:
+    """(k, n) bool: super-scope slot ``j`` of criterion ``i`` is in the TRUE scope ``N(i)``."""
+    idx = super_index(problem)
+    n = problem.s0.shape[-1]
+    true_coords = jax.vmap(
+        lambda sc, sm: jnp.zeros((n,), bool).at[sc].max(sm)
+    )(problem.scopes, problem.scope_mask)  # (k, n) by coordinate
+    return jnp.take_along_axis(true_coords, idx, axis=1)
+
+
+def feature_keep(kind: str, scope_keep: jax.Array) -> jax.Array:
+    """(k, D) bool kept features of the super-graph feature map, from kept slots (k, n)."""
+    if kind == "linear":
+        return scope_keep
+    k = scope_keep.shape[0]
+    others = scope_keep[:, 1:]
+    return jnp.concatenate([jnp.ones((k, 3), bool), others, others], axis=1)
+
+
+def super_problem(structure: Structure, problem: Problem, scope_keep: jax.Array) -> Problem:
+    """The learner's problem: super-scopes, masks of the kept slots/features, no ``theta*``."""
+    k, n = scope_keep.shape
+    dtype = problem.theta.dtype
+    d = feature_dim(structure.features, n)
+    return problem._replace(
+        scopes=super_index(problem),
+        scope_mask=scope_keep,
+        feat_mask=feature_keep(structure.features, scope_keep),
+        theta=jnp.zeros((k, d), dtype),
+        rff_omega=jnp.zeros((k, 1, n), dtype),
+        rff_phase=jnp.zeros((k, 1), dtype),
+    )
+
+
+def edge_statistic(kind: str, theta_hat: jax.Array) -> jax.Array:
+    """(k, n) coefficient statistic ``c_{i,j}`` per super-scope slot (slot 0: +inf)."""
+    k, d = theta_hat.shape
+    a = jnp.abs(theta_hat)
+    if kind == "linear":
+        stat = a[:, 1:]
+    else:
+        n = (d - 1) // 2
+        stat = jnp.maximum(a[:, 3:n + 2], a[:, n + 2:])
+    inf = jnp.full((k, 1), jnp.inf, theta_hat.dtype)
+    return jnp.concatenate([inf, stat], axis=1)
+
+
+def sparsity_test(kind: str, theta_hat: jax.Array, gamma) -> jax.Array:
+    """(k, n) bool kept slots ``c_{i,j} > gamma / 2`` (own slot always kept)."""
+    return edge_statistic(kind, theta_hat) > 0.5 * gamma
+
+
+def _masked_refresh(data_gram, lam, keep):
+    """``(V_K^{-1}, log det of the kept block)`` from the masked data Gram (one criterion)."""
+    km = keep[:, None] & keep[None, :]
+    inv, logdet = linalg.refresh(jnp.where(km, data_gram, 0.0), lam)
+    dropped = jnp.sum(~keep).astype(logdet.dtype)
+    return inv, logdet - dropped * jnp.log(lam)
+
+
+def restricted_theta_hat(stats: linalg.RidgeStats, keep: jax.Array) -> jax.Array:
+    """(k, D) reduced ridge estimates ``V_K^{-1} (b * keep)`` (zero on dropped features)."""
+    return jnp.einsum("kij,kj->ki", stats.inv, jnp.where(keep, stats.b, 0.0))
+
+
+def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = AdaptiveSpec()
+         ) -> BanditAlgorithm:
+    """Build ``adaptive_lazy`` for a problem structure, agent spec and adaptive options."""
+    if structure.environment != "linear":
+        raise ValueError("adaptive refinement needs the linear model (environment 'linear')")
+    if structure.features not in ("linear", "quadratic"):
+        raise ValueError(
+            f"adaptive refinement needs 'linear' or 'quadratic' features (a coefficient per "
+            f"coordinate); got {structure.features!r}"
+        )
+    if spec.solver not in ("vertex", "pgd"):
+        raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd')")
+    if spec.solver == "vertex" and structure.features != "linear":
+        raise ValueError("vertex enumeration is exact only for linear features; use PGD")
+    if adaptive.refined not in REFINED_KINDS:
+        raise ValueError(f"unknown refined schedule {adaptive.refined!r}; allowed: {REFINED_KINDS}")
+    if adaptive.warmup < 0 or not adaptive.gamma >= 0:
+        raise ValueError("warmup must be >= 0 and gamma >= 0")
+    sup = super_structure(structure)
+    if spec.solver == "vertex" and sup.num_coords > lcb.MAX_VERTEX_COORDS:
+        raise ValueError(
+            f"vertex enumeration on the complete super-graph needs n <= {lcb.MAX_VERTEX_COORDS}; "
+            f"got n = {sup.num_coords}: use the PGD solver"
+        )
+    n, k, d = sup.num_coords, sup.num_criteria, sup.feature_dim
+    kind, tau, gamma = structure.features, int(adaptive.warmup), float(adaptive.gamma)
+
+    def radius(params: AgentParams, keep, t):
+        if spec.beta_mode == "constant":
+            return params.beta
+        d_i = jnp.sum(keep, axis=-1).astype(params.lambda_reg.dtype)
+        lam = params.lambda_reg
+        log_term = jnp.log((1.0 + t / lam) / params.oful_delta)
+        return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
+
+    def solve(key, stats, scope_keep, beta, s_init, free, params, problem):
+        prob = super_problem(structure, problem, scope_keep)
+        theta_hat = restricted_theta_hat(stats, prob.feat_mask)
+        if spec.solver == "vertex":
+            return lcb.minimise_vertex(sup, prob, theta_hat, stats.inv, beta, s_init, free)
+        return lcb.minimise_pgd(
+            key, sup, prob, theta_hat, stats.inv, beta, s_init, free,
+            num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
+            learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
+            include_current=spec.pgd_include_current,
+        )
+
+    def init(key, params: AgentParams, problem: Problem) -> AdaptiveState:
+        dtype = problem.theta.dtype
+        stats = jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg)
+        t = jnp.zeros((), jnp.int32)
+        scope_keep = jnp.ones((k, n), bool)
+        if tau == 0:  # Corollary 5: lazy on the super-graph from the first round
+            beta = radius(params, feature_keep(kind, scope_keep), t.astype(dtype))
+            s, _, _ = solve(key, stats, scope_keep, beta, problem.s0, jnp.ones((n,), bool),
+                            params, problem)
+        else:  # the first LCB policy comes after the test; warm-up plays are random
+            s = problem.s0
+        return AdaptiveState(stats=stats, logdet_ref=stats.logdet, s=s, t=t,
+                             scope_keep=scope_keep)
+
+    def act(key, state: AdaptiveState, params: AgentParams, problem: Problem):
+        del params
+        if tau == 0:
+            return state.s, state
+        explore = jax.random.uniform(key, (n,), state.s.dtype)
+        return jnp.where(state.t < tau, explore, state.s), state
+
+    def prepare(key, state: AdaptiveState, action, feedback: Feedback, params: AgentParams,
+                problem: Problem):
+        """Statistics, sparsity test (round tau), trigger and references; ``s`` unchanged."""
+        del key
+        dtype = problem.theta.dtype
+        full = super_problem(structure, problem, jnp.ones((k, n), bool))
+        phi = all_features(sup, full, action)  # (k, D) full super-graph features
+        t = state.t + 1
+        st = state.stats
+        data_gram = st.data_gram + jnp.einsum("ki,kj->kij", phi, phi)
+        b = st.b + phi * feedback.y[:, None]
+        refine_now = t == tau
+        if tau > 0:
+            # The test reads theta_hat of V_tau: one Sherman-Morrison step from V_{tau-1}^{-1}
+            # (all features kept during warm-up), so the round needs one factorisation only.
+            inv_full = jax.vmap(linalg.sherman_morrison)(st.inv, phi)
+            theta_full = jnp.einsum("kij,kj->ki", inv_full, b)
+            scope_keep = jnp.where(refine_now, sparsity_test(kind, theta_full, gamma),
+                                   state.scope_keep)
+        else:
+            scope_keep = state.scope_keep
+        keep = feature_keep(kind, scope_keep)
+        phi_k = jnp.where(keep, phi, 0.0)
+        if spec.refresh_every == 1:
+            do_refresh = True
+        else:
+            do_refresh = ((t % spec.refresh_every) == 0) | refine_now
+
+        def exact(_):
+            return jax.vmap(_masked_refresh)(data_gram, st.lam, keep)
+
+        def incremental(_):
+            inc = jax.vmap(linalg.logdet_increment)(st.inv, phi_k)
+            return jax.vmap(linalg.sherman_morrison)(st.inv, phi_k), st.logdet + inc
+
+        if isinstance(do_refresh, bool):
+            inv, logdet = exact(None)
+        else:
+            inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
+        stats = linalg.RidgeStats(data_gram=data_gram, lam=st.lam, inv=inv, b=b, logdet=logdet)
+        beta = radius(params, keep, t.astype(dtype))
+        playing = t > tau  # refined (or super-graph) lazy play; the refinement round is apart
+        triggered = playing & ((logdet - state.logdet_ref) > params.log_trigger)
+        if adaptive.refined == "lazy":
+            reopt = jnp.any(triggered) | refine_now
+            free = jnp.ones((n,), bool)
+            updated = jnp.broadcast_to(reopt, (k,))
+        else:  # async on the refined scopes
+            idx = super_index(problem)
+            hit = (triggered[:, None] & scope_keep).astype(jnp.int32).reshape(-1)
+            coords = jnp.zeros((n,), jnp.int32).at[idx.reshape(-1)].max(hit) > 0
+            reopt = jnp.any(triggered) | refine_now
+            free = coords | refine_now
+            updated = triggered | refine_now
+        logdet_ref = jnp.where(updated, logdet, state.logdet_ref)
+        new_state = AdaptiveState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t,
+                                  scope_keep=scope_keep)
+        request = SolveRequest(reoptimise=reopt, free=free, beta=beta)
+        info = BanditInfo(triggered=triggered, updated=updated, reoptimised=reopt,
+                          lcb_residual=jnp.zeros((), dtype))
+        return new_state, request, info
+
+    def solve_request(key, state: AdaptiveState, request: SolveRequest, params: AgentParams,
+                      problem: Problem):
+        """The re-minimised policy ``(s, residual)`` for a prepared state (ignores the flag)."""
+        s, _, res = solve(key, state.stats, state.scope_keep, request.beta, state.s,
+                          request.free, params, problem)
+        return s, res
+
+    def update(key, state: AdaptiveState, action, feedback: Feedback, params: AgentParams,
+               problem: Problem):
+        state, request, info = prepare(key, state, action, feedback, params, problem)
+
+        def do_solve(_):
+            return solve_request(key, state, request, params, problem)
+
+        def keep_(_):
+            return state.s, info.lcb_residual
+
+        s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep_, None)
+        return state._replace(s=s_new), info._replace(lcb_residual=residual)
+
+    return BanditAlgorithm(name="adaptive_lazy", init=init, act=act, update=update,
+                           prepare=prepare, solve=solve_request, always_solves=False)

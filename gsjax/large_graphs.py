@@ -1,0 +1,159 @@
+r"""Section 5.1 at scale: async vs global lazy updates on sparse graphs of growing ``k``.
+
+A config with ``[paper].k_sweep``, ``stiffness_range = [lo, hi]`` and ``stiffness_seed``
+(``configs/large_graphs.toml``) is run once per ``k`` with ``problem.num_nodes = k``,
+``problem.num_edges = k`` (a random graph of degree ``<= max_degree``, mean degree 2) and
+``agent.lambda_reg`` drawn log-uniformly in ``[lo, hi]`` (NumPy ``default_rng(seed)``, one value
+per node). Per ``k`` it reports, for ``lazy`` (global trigger) and ``async_lazy``, the updates
+(criteria re-optimised, summed over criteria), value changes, movement, regret, and the waste
+factors ``global updates / async updates`` and ``global movement / async movement``, with the
+compile and run time of each sweep.
+
+    python -m gsjax.large_graphs configs/large_graphs.toml --out runs/large_graphs \
+        --seeds 10=100 --seeds 100=100 --seeds 1000=10 --horizon 200 \
+        --docs docs/reproduce/large_graphs
+
+(``--seeds K=S`` sets the seed count of one ``k``; ``--horizon`` sets ``T`` for every ``k``.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["stiffness", "run_k_sweep", "table", "plot", "main"]
+
+
+def stiffness(k: int, lo: float, hi: float, seed: int) -> np.ndarray:
+    """(k,) log-uniform stiffness ``lambda_reg,i`` in ``[lo, hi]``."""
+    return np.exp(np.random.default_rng(seed).uniform(math.log(lo), math.log(hi), k))
+
+
+def _ratio(a: dict, b: dict) -> dict:
+    r = a["mean"] / b["mean"]
+    se = abs(r) * math.sqrt((a["stderr"] / a["mean"]) ** 2 + (b["stderr"] / b["mean"]) ** 2)
+    return {"mean": r, "stderr": se}
+
+
+def run_k_sweep(path, out, overrides=(), seeds=None, horizon=None, log=print) -> dict:
+    """Run the config once per ``k``; returns the ``large_graphs.json`` content."""
+    from gsjax.cli import run_config
+    from gsjax.config import load_config
+    from gsjax.results import write_json
+
+    out = Path(out)
+    base = load_config(path, list(overrides))
+    paper = base.paper
+    lo, hi = paper["stiffness_range"]
+    seeds = dict(seeds or {})
+    rows = []
+    for k in paper["k_sweep"]:
+        lam = stiffness(k, lo, hi, paper.get("stiffness_seed", 0))
+        extra = [f"problem.num_nodes={k}", f"problem.num_edges={k}", f"name={base.name}_k{k}",
+                 "agent.lambda_reg=[" + ",".join(f"{x:.6g}" for x in lam) + "]"]
+        if k in seeds:
+            extra.append(f"seeds={seeds[k]}")
+        if horizon is not None:
+            extra += [f"horizon={horizon}", f"record_every={horizon // 10}"]
+        cfg = load_config(path, [*overrides, *extra])
+        log(f"-- k = {k}: {cfg.seeds} seeds x {cfg.horizon} rounds")
+        s = run_config(cfg, out / f"k{k}", log=log, figures=False)
+        a, g = s["algorithms"]["async_lazy"], s["algorithms"]["lazy"]
+        row = {"k": k, "seeds": cfg.seeds, "horizon": cfg.horizon, "algorithms": {}}
+        for name, x in (("lazy", g), ("async_lazy", a)):
+            row["algorithms"][name] = {key: x[key] for key in (
+                "prediction_regret", "movement_cost", "total_regret", "total_updates",
+                "total_changes", "reoptimisations", "compile_seconds", "run_seconds")}
+            row["algorithms"][name]["seconds_per_seed"] = x["run_seconds"] / cfg.seeds
+        row["waste_updates"] = _ratio(g["total_updates"], a["total_updates"])
+        row["waste_movement"] = _ratio(g["movement_cost"], a["movement_cost"])
+        row["waste_changes"] = _ratio(g["total_changes"], a["total_changes"])
+        rows.append(row)
+    result = {"config": str(path), "overrides": list(overrides), "rows": rows,
+              "stiffness_range": [lo, hi]}
+    write_json(out / "large_graphs.json", result)
+    return result
+
+
+def _f(x: dict, digits: int = 1) -> str:
+    return f"{x['mean']:.{digits}f} ± {x['stderr']:.{digits}f}"
+
+
+def table(result: dict) -> list[str]:
+    """Markdown: per k, updates / movement / regret of both schedules and the waste factors."""
+    head = ("| k | seeds × T | updates global | updates async | waste (updates) | movement global "
+            "| movement async | waste (movement) | regret global | regret async | "
+            "run s / seed (global, async) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in result["rows"]:
+        g, a = r["algorithms"]["lazy"], r["algorithms"]["async_lazy"]
+        lines.append(
+            f"| {r['k']} | {r['seeds']} × {r['horizon']} | {_f(g['total_updates'], 0)} | "
+            f"{_f(a['total_updates'], 0)} | {_f(r['waste_updates'], 2)} | "
+            f"{_f(g['movement_cost'])} | {_f(a['movement_cost'])} | "
+            f"{_f(r['waste_movement'], 2)} | {_f(g['prediction_regret'])} | "
+            f"{_f(a['prediction_regret'])} | {g['seconds_per_seed']:.3f}, "
+            f"{a['seconds_per_seed']:.3f} |")
+    return lines
+
+
+def plot(result: dict, path) -> Path:
+    """Waste factors against k (log-log)."""
+    from gsjax.plotting import _plt, _save
+
+    plt = _plt()
+    ks = np.array([r["k"] for r in result["rows"]], float)
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for key, label in (("waste_updates", "updates: global / async"),
+                       ("waste_movement", "movement: global / async"),
+                       ("waste_changes", "value changes: global / async")):
+        q = [r[key] for r in result["rows"]]
+        ax.errorbar(ks, [x["mean"] for x in q], yerr=[x["stderr"] for x in q], fmt="o-", ms=4,
+                    capsize=2, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("k (nodes; random graph, degree <= 3)")
+    ax.set_ylabel("waste factor")
+    ax.legend(fontsize=8)
+    ax.set_title("global lazy vs async, heterogeneous stiffness")
+    return _save(fig, Path(path))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gsjax.large_graphs",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--out", default="runs/large_graphs")
+    ap.add_argument("--set", action="append", default=[], help="dotted.key=value override")
+    ap.add_argument("--seeds", action="append", default=[], help="K=S: seeds for that k")
+    ap.add_argument("--horizon", type=int, help="T for every k")
+    ap.add_argument("--docs", help="also copy large_graphs.{png,json,md} to this folder")
+    args = ap.parse_args(argv)
+    from gsjax.cli import find_config
+    from gsjax.results import write_text
+
+    seeds = {int(a.split("=")[0]): int(a.split("=")[1]) for a in args.seeds}
+    res = run_k_sweep(find_config(args.config), args.out, args.set, seeds, args.horizon)
+    out = Path(args.out)
+    plot(res, out / "large_graphs.png")
+    cmd = (f"python -m gsjax.large_graphs {args.config}" + "".join(f" --set {o}" for o in args.set)
+           + "".join(f" --seeds {s}" for s in args.seeds)
+           + (f" --horizon {args.horizon}" if args.horizon else ""))
+    md = [f"Command: `{cmd}`", ""] + table(res)
+    write_text(out / "large_graphs.md", "\n".join(md) + "\n")
+    print("\n".join(md))
+    if args.docs:
+        docs = Path(args.docs)
+        docs.mkdir(parents=True, exist_ok=True)
+        for f in ("large_graphs.png", "large_graphs.json", "large_graphs.md"):
+            shutil.copyfile(out / f, docs / f)
+        print(f"copied to {docs}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,436 @@
+r"""``gsjax tune``: hyperparameters by gradient descent through whole runs.
+
+The objective is the mean over tuning seeds of a run's regret, prediction regret plus movement
+cost, ``sum_t (L(s_t) - L(s*)) + lambda sum_t ||s_t - s_{t-1}||_1``:
+
+* bandit configs: of the RELAXED algorithm (:mod:`gsjax.relaxed`; settings from the config's
+  ``[relaxed]`` table), differentiable in ``beta``, ``lambda_reg`` and the trigger threshold;
+* ``kind = "oco"`` configs (Section 6): of the algorithm itself, which needs no relaxation for
+  its step size: the coins ``u_t < p`` do not depend on ``eta`` and the projection is a clip,
+  so the run is differentiable in ``eta`` almost everywhere (the adversary's target is a step
+  function of the previous state: no gradient flows through it).
+
+Parameterisation (choice): Adam (optax) on the LOGARITHM of every positive quantity, so that
+steps are relative and positivity needs no projection: ``log beta`` (one value shared by the
+criteria, as the config's ``beta``), ``log lambda_reg_i`` (one per criterion), ``log log c``
+for the trigger (``c > 1`` whatever the step), ``log eta_scale``. The seeds are fixed during
+tuning (common random numbers), so the objective is a deterministic function of the
+parameters; the reported ``final`` point is the iterate with the lowest objective seen.
+
+Outputs (``--out DIR``): ``tune.json`` in the issue's schema::
+
+    {"params": {NAME: {"initial": x, "final": x}},
+     "objective": {"initial": {"mean", "stderr"}, "final": {"mean", "stderr"}},
+     "heldout_hard": {"initial": {"mean", "stderr"}, "final": {"mean", "stderr"}},
+     "gradient_check": {"max_rel_error": x}}
+
+``heldout_hard`` is the HARD algorithm's regret (prediction + movement) on seeds not used for
+tuning (global ids ``S .. S + H - 1``). ``gradient_check`` compares the autodiff gradient of the
+objective at the initial point with central finite differences of the same objective
+(step ``1e-6`` in the log-parameters; float64 by default); the error of component ``i`` is
+``|g_i - fd_i| / max(|fd_i|, 1e-6 max_j |fd_j|)``. ``trace.json`` holds the objective and the
+parameters at every step, the evaluation counts (seed-rounds) and wall times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gsjax.config import ConfigError
+
+__all__ = ["TUNABLE", "tune", "add_parser"]
+
+TUNABLE = ("beta", "lambda_reg", "trigger", "eta_scale")
+_BANDIT_PARAMS = ("beta", "lambda_reg", "trigger")
+_RELAXABLE = ("linucb", "lazy", "async_lazy")
+_FD_STEP = 1e-6
+
+
+def _ms(x) -> dict:
+    x = np.asarray(x, np.float64)
+    se = float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
+    return {"mean": float(np.mean(x)), "stderr": se}
+
+
+def _parse_names(params) -> list[str]:
+    names = [p.strip() for p in (params.split(",") if isinstance(params, str) else params)]
+    names = [p for p in names if p]
+    if not names:
+        raise ConfigError("--params", f"name at least one parameter; allowed: {list(TUNABLE)}")
+    for p in names:
+        if p not in TUNABLE:
+            raise ConfigError("--params", f"unknown parameter {p!r}; allowed: {list(TUNABLE)}")
+    if len(set(names)) != len(names):
+        raise ConfigError("--params", f"parameters must be distinct; got {names}")
+    return names
+
+
+def _check_counts(steps, lr, seeds, heldout):
+    if steps < 0:
+        raise ConfigError("--steps", f"must be >= 0, got {steps}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ConfigError("--lr", f"must be a finite number > 0, got {lr}")
+    if seeds is not None and seeds < 1:
+        raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
+    if heldout is not None and heldout < 1:
+        raise ConfigError("--heldout-seeds", f"must be >= 1, got {heldout}")
+
+
+def _descend(value_and_grad, value, u0: dict, steps: int, lr: float, log):
+    """Adam on the log-parameters; returns (best u, trace, gradient check, initial grad)."""
+    import jax.numpy as jnp
+    import optax
+    from jax.flatten_util import ravel_pytree
+
+    opt = optax.adam(lr)
+    u = {k: jnp.asarray(v) for k, v in u0.items()}
+    st = opt.init(u)
+    trace = []
+    best = (float("inf"), u)
+    g0 = None
+    for i in range(steps + 1):
+        (val, _), g = value_and_grad(u)
+        val = float(val)
+        if not math.isfinite(val):
+            raise FloatingPointError(f"objective is {val} at step {i}")
+        if g0 is None:
+            g0 = g
+        trace.append({"step": i, "objective": val,
+                      "u": {k: np.asarray(v).tolist() for k, v in u.items()}})
+        if val < best[0]:
+            best = (val, u)
+        if log is not None:
+            log(f"step {i:3d}: objective {val:.4f}")
+        if i == steps:
+            break
+        upd, st = opt.update(g, st, u)
+        u = optax.apply_updates(u, upd)
+    # Finite differences of the same objective at the initial point.
+    flat0, unravel = ravel_pytree({k: jnp.asarray(v) for k, v in u0.items()})
+    gflat, _ = ravel_pytree(g0)
+    fd = np.zeros(flat0.shape[0])
+    for j in range(flat0.shape[0]):
+        hi = float(value(unravel(flat0.at[j].add(_FD_STEP)))[0])
+        lo = float(value(unravel(flat0.at[j].add(-_FD_STEP)))[0])
+        fd[j] = (hi - lo) / (2 * _FD_STEP)
+    ga = np.asarray(gflat, np.float64)
+    scale = max(np.max(np.abs(fd)), 1e-300)
+    rel = np.abs(ga - fd) / np.maximum(np.abs(fd), 1e-6 * scale)
+    check = {"max_rel_error": float(np.max(rel)), "autodiff": ga.tolist(), "finite_difference":
+             fd.tolist(), "step": _FD_STEP, "evaluations": 2 * int(flat0.shape[0])}
+    return best[1], trace, check
+
+
+# ---------------------------------------------------------------------------------------------
+# Bandit configs (relaxed LinUCB / lazy / async)
+# ---------------------------------------------------------------------------------------------
+
+
+def _pick_entry(cfg, algorithm: str | None):
+    if algorithm is not None:
+        for e in cfg.algorithms:
+            if e.name == algorithm:
+                break
+        else:
+            raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
+                                             f"{list(cfg.algorithm_names)}")
+    else:
+        cands = [e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")]
+        cands = cands or [e for e in cfg.algorithms if e.algorithm in _RELAXABLE]
+        if not cands:
+            raise ConfigError("--algorithm", f"no entry of {list(_RELAXABLE)} to tune; entries: "
+                                             f"{list(cfg.algorithm_names)}")
+        e = cands[0]
+    if e.algorithm not in _RELAXABLE:
+        raise ConfigError("--algorithm", f"entry {e.name!r} is {e.algorithm!r}: the relaxed "
+                                         f"mode covers {list(_RELAXABLE)}")
+    return e
+
+
+def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, dtype,
+                 log):
+    import jax
+    import jax.numpy as jnp
+
+    from gsjax import experiment, relaxed, runner
+    from gsjax.config import RelaxedConfig, load_config
+
+    sets = list(overrides) + [f"dtype={dtype}"]
+    if seeds is not None:
+        sets.append(f"seeds={seeds}")
+    if horizon is not None:
+        sets.append(f"horizon={horizon}")
+    cfg = load_config(path, sets)
+    entry = _pick_entry(cfg, algorithm)
+    for p in names:
+        if p not in _BANDIT_PARAMS:
+            raise ConfigError("--params", f"{p!r} applies to kind = 'oco' configs; a bandit "
+                                          f"config tunes {list(_BANDIT_PARAMS)}")
+    if "trigger" in names and entry.algorithm == "linucb":
+        raise ConfigError("--params", "'trigger' has no effect on linucb (it re-optimises "
+                                      "every round)")
+    if "beta" in names and entry.agent.beta_mode != "constant":
+        raise ConfigError("--params", "'beta' is tuned only with agent.beta_mode = 'constant'")
+    if "beta" in names and entry.agent.beta <= 0:
+        raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must be "
+                                      f"> 0, got {entry.agent.beta}")
+    if cfg.problem.environment not in ("linear",):
+        raise ConfigError("problem.environment",
+                          f"{cfg.problem.environment!r}: its expected loss is not a smooth "
+                          "function of the state (gsjax tune needs the linear environment)")
+    rc = cfg.relaxed or RelaxedConfig()
+    cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
+    S, T = cfg.seeds, cfg.horizon
+    H = heldout or S
+    t_build = time.perf_counter()
+    built = experiment.build(cfg)
+    held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=S)
+    ba = built.algorithms[0]
+    fdtype = built.dtype
+    root = jax.random.key(cfg.root_seed)
+    keys = runner.seed_keys(root, jnp.arange(S))
+    rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
+    obj = relaxed.make_objective(entry.algorithm, built.structure, ba.spec, T,
+                                 built.problem_per_seed, rc.block)
+    base = ba.params
+    k = built.structure.num_criteria
+    u0 = {}
+    if "beta" in names:
+        u0["beta"] = jnp.log(jnp.asarray(entry.agent.beta, fdtype))
+    if "lambda_reg" in names:
+        u0["lambda_reg"] = jnp.log(base.lambda_reg)
+    if "trigger" in names:
+        u0["trigger"] = jnp.log(base.log_trigger)
+
+    def to_params(u):
+        p = base
+        if "beta" in u:
+            p = p._replace(beta=jnp.broadcast_to(jnp.exp(u["beta"]), (k,)))
+        if "lambda_reg" in u:
+            p = p._replace(lambda_reg=jnp.exp(u["lambda_reg"]))
+        if "trigger" in u:
+            p = p._replace(log_trigger=jnp.exp(u["trigger"]))
+        return p
+
+    def f(u):
+        return obj(to_params(u), rp, keys, built.problem, ba.move_cost)
+
+    value = jax.jit(f)
+    value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
+    t0 = time.perf_counter()
+    u_best, trace, check = _descend(value_and_grad, value, u0, steps, lr, log)
+    t1 = time.perf_counter()
+
+    def per_seed(tot):
+        return np.asarray(tot.prediction_regret + tot.movement_cost)
+
+    def hard(p):
+        res = runner.sweep(root, np.arange(S, S + H), ba.algo, held.structure, held.problem, p,
+                           ba.move_cost, T, held.cfg.record_every, held.problem_per_seed)
+        return _ms(np.asarray(res.totals.prediction_regret + res.totals.movement_cost))
+
+    p0, p1 = to_params(u0), to_params(u_best)
+    out_params = {}
+    for name in names:
+        def show(p):
+            if name == "beta":
+                return float(p.beta[0])
+            if name == "lambda_reg":
+                return np.asarray(p.lambda_reg, np.float64).tolist()
+            return float(np.exp(p.log_trigger))  # the ratio c
+        out_params[name] = {"initial": show(p0), "final": show(p1)}
+    result = {
+        "params": out_params,
+        "objective": {"initial": _ms(per_seed(value(u0)[1])),
+                      "final": _ms(per_seed(value(u_best)[1]))},
+        "heldout_hard": {"initial": hard(p0), "final": hard(p1)},
+        "gradient_check": {"max_rel_error": check["max_rel_error"]},
+    }
+    t2 = time.perf_counter()
+    meta = {
+        "config": str(path), "algorithm": entry.name, "kind": "bandit", "dtype": dtype,
+        "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
+        "relaxed": dataclasses.asdict(rc), "trigger_reported_as": "ratio c (> 1)",
+        "seed_rounds": {"tuning_gradient_steps": (steps + 1) * S * T,
+                        "gradient_check": check["evaluations"] * S * T,
+                        "heldout_hard": 2 * H * T},
+        "wall_seconds": {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
+        "gradient_check": check,
+    }
+    return result, trace, meta
+
+
+# ---------------------------------------------------------------------------------------------
+# OCO configs (Section 6): OGD's step size
+# ---------------------------------------------------------------------------------------------
+
+
+def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, point, log):
+    import jax
+    import jax.numpy as jnp
+
+    from gsjax.oco import algorithms as algs
+    from gsjax.oco.config import load_oco_config
+    from gsjax.oco.experiment import entry_params, spec_of
+    from gsjax.oco.problem import make_problem
+    from gsjax.oco.runner import run_seed
+
+    for p in names:
+        if p != "eta_scale":
+            raise ConfigError("--params", f"{p!r} is a bandit parameter; a kind = 'oco' config "
+                                          "tunes ['eta_scale']")
+    sets = list(overrides)
+    if seeds is not None:
+        sets.append(f"seeds={seeds}")
+    if horizon is not None:
+        sets.append(f"horizon={horizon}")
+    cfg = load_oco_config(path, sets)
+    if algorithm is not None:
+        ents = [e for e in cfg.algorithms if e.name == algorithm]
+        if not ents:
+            raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
+                                             f"{[e.name for e in cfg.algorithms]}")
+    else:
+        ents = [e for e in cfg.algorithms if e.algorithm != "ogd"] or list(cfg.algorithms)
+    entry = ents[0]
+    T = cfg.horizons[0]
+    S = cfg.seeds
+    H = heldout or S
+    spec = spec_of(cfg)
+    with jax.enable_x64(cfg.dtype == "float64"):
+        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+        pc = cfg.problem
+        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                               dtype)
+        params, budgets = entry_params(cfg, entry, T, dtype)
+        if not 0 <= point < params.p.shape[0]:
+            raise ConfigError("--point", f"entry {entry.name!r} has {params.p.shape[0]} budget "
+                                         f"points; got {point}")
+        base = algs.OCOParams(p=params.p[point:point + 1], eta=params.eta[point:point + 1])
+        algo = algs.make(entry.algorithm, spec)
+        root = jax.random.key(cfg.root_seed)
+        fold = jax.vmap(jax.random.fold_in, in_axes=(None, 0))
+        keys = fold(root, jnp.arange(S, dtype=jnp.uint32))
+        hkeys = fold(root, jnp.arange(S, S + H, dtype=jnp.uint32))
+
+        def per_seed(u, ks):
+            prm = base._replace(eta=base.eta * jnp.exp(u["eta_scale"]))
+            res, _ = jax.vmap(lambda key: run_seed(key, algo, spec, problem, prm, T))(ks)
+            return (res.loss_regret.sum(-1) + cfg.move_cost * res.movement.sum(-1))[:, 0]
+
+        def f(u):
+            tot = per_seed(u, keys)
+            return jnp.mean(tot), tot
+
+        u0 = {"eta_scale": jnp.zeros((), dtype)}
+        value = jax.jit(f)
+        value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
+        t0 = time.perf_counter()
+        u_best, trace, check = _descend(value_and_grad, value, u0, steps, lr, log)
+        t1 = time.perf_counter()
+        held = jax.jit(per_seed)
+        scale0 = entry.eta_scale
+        result = {
+            "params": {"eta_scale": {"initial": scale0,
+                                     "final": scale0 * float(jnp.exp(u_best["eta_scale"]))}},
+            "objective": {"initial": _ms(value(u0)[1]), "final": _ms(value(u_best)[1])},
+            "heldout_hard": {"initial": _ms(held(u0, hkeys)), "final": _ms(held(u_best, hkeys))},
+            "gradient_check": {"max_rel_error": check["max_rel_error"]},
+        }
+        t2 = time.perf_counter()
+    meta = {
+        "config": str(path), "algorithm": entry.name, "kind": "oco", "dtype": cfg.dtype,
+        "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
+        "budget": np.asarray(budgets[point]).tolist(), "point": point,
+        "eta_initial": np.asarray(base.eta[0]).tolist(),
+        "seed_rounds": {"tuning_gradient_steps": (steps + 1) * S * T,
+                        "gradient_check": check["evaluations"] * S * T,
+                        "heldout_hard": 2 * H * T},
+        "wall_seconds": {"tuning": t1 - t0, "evaluation": t2 - t1},
+        "gradient_check": check,
+    }
+    return result, trace, meta
+
+
+def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = None,
+         heldout_seeds: int | None = None, horizon: int | None = None,
+         algorithm: str | None = None, overrides=(), dtype: str = "float64", point: int = 0,
+         out=None, log=print) -> dict:
+    """Tune ``params`` (names from :data:`TUNABLE`) of one entry of ``config``; see the module
+    docstring. Returns the ``tune.json`` dict; with ``out`` writes ``tune.json`` and
+    ``trace.json`` there.
+
+    Args:
+      config: a config path or built-in name.
+      params: names, a list or a comma-separated string.
+      steps: Adam steps; lr: Adam's step size on the log-parameters.
+      seeds: tuning seeds (global ids ``0 .. S-1``; default the config's); heldout_seeds:
+        seeds ``S .. S+H-1`` for the hard evaluation (default ``S``).
+      horizon: overrides the config's (OCO: the first of its horizons is used).
+      algorithm: the entry to tune (default: the first lazy entry).
+      overrides: ``--set`` strings.
+      dtype: bandit configs run in this dtype (default float64: the finite-difference check
+        needs it); OCO configs keep their own.
+      point: OCO only: the entry's budget point.
+    """
+    from gsjax.cli import find_config
+    from gsjax.oco.config import config_kind
+
+    names = _parse_names(params)
+    _check_counts(steps, lr, seeds, heldout_seeds)
+    if dtype not in ("float32", "float64"):
+        raise ConfigError("--dtype", f"must be 'float32' or 'float64', got {dtype!r}")
+    path = find_config(str(config))
+    if config_kind(path) == "oco":
+        result, trace, meta = _tune_oco(path, names, steps, lr, seeds, heldout_seeds, horizon,
+                                        algorithm, overrides, point, log)
+    else:
+        result, trace, meta = _tune_bandit(path, names, steps, lr, seeds, heldout_seeds,
+                                           horizon, algorithm, overrides, dtype, log)
+    if out is not None:
+        from gsjax import results
+
+        o = Path(out)
+        o.mkdir(parents=True, exist_ok=True)
+        results.write_json(o / "tune.json", result)
+        results.write_json(o / "trace.json", {"meta": meta, "trace": trace})
+        if log is not None:
+            log(f"wrote {o}/tune.json")
+    return result
+
+
+def _cmd_tune(args) -> int:
+    tune(args.config, args.params, steps=args.steps, lr=args.lr, seeds=args.seeds,
+         heldout_seeds=args.heldout_seeds, horizon=args.horizon, algorithm=args.algorithm,
+         overrides=list(args.set or []), dtype=args.dtype, point=args.point,
+         out=args.out or Path("runs") / "tune" / Path(args.config).stem,
+         log=(lambda *a, **k: None) if args.quiet else print)
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register ``gsjax tune`` on the CLI's subparsers."""
+    t = sub.add_parser("tune", help="tune beta, lambda_reg, the trigger or OGD's step size by "
+                                    "gradient descent through whole (relaxed) runs")
+    t.add_argument("config", help="config path or built-in name")
+    t.add_argument("--params", required=True,
+                   help=f"comma-separated, from {','.join(TUNABLE)}")
+    t.add_argument("--steps", type=int, default=30, help="Adam steps (default 30)")
+    t.add_argument("--lr", type=float, default=0.1,
+                   help="Adam step size on the log-parameters (default 0.1)")
+    t.add_argument("--seeds", type=int, help="tuning seeds (default: the config's)")
+    t.add_argument("--heldout-seeds", type=int, help="held-out seeds (default: as many)")
+    t.add_argument("--horizon", type=int, help="override the horizon T")
+    t.add_argument("--algorithm", help="the entry to tune (default: the first lazy one)")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    t.add_argument("--dtype", default="float64", help="bandit configs: float64 (default) or "
+                                                      "float32")
+    t.add_argument("--point", type=int, default=0, help="OCO: the entry's budget point")
+    t.add_argument("--out", type=Path, help="output folder (default runs/tune/NAME)")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=_cmd_tune)
