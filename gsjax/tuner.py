@@ -49,6 +49,19 @@ class TunerError(ConfigError):
 
 
 _COMPILED: dict = {}
+_BUILT: dict = {}
+
+
+def _build(cfg_one: ExperimentConfig):
+    """``experiment.build`` of a one-seed config, cached by the config's hash in this process
+    (a loop that loads the state file every round builds the problem once)."""
+    from gsjax import experiment
+    from gsjax.config import config_hash
+
+    key = config_hash(cfg_one)
+    if key not in _BUILT:
+        _BUILT[key] = experiment.build(cfg_one)
+    return _BUILT[key]
 
 
 def _jitted(kind: str, structure, spec, algo):
@@ -85,7 +98,6 @@ class Tuner:
 
     def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
                  _restore: dict | None = None):
-        from gsjax import experiment
 
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
@@ -98,7 +110,7 @@ class Tuner:
             raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
                                           f"entries: {names}")
         cfg_one = parse_config(dict(config_to_dict(cfg), seeds=1))
-        built = experiment.build(cfg_one)
+        built = _build(cfg_one)
         entry = next(b for b in built.algorithms if b.name == algorithm)
         problem = built.problem
         if built.problem_per_seed:

@@ -144,7 +144,13 @@ def test_python_dash_m_and_console_script_agree(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+# Configs whose own test file runs them end to end: their smoke run here is in -m slow only.
+_OWN_END_TO_END = {"section7_3", "figure2_joint", "adaptive_graph", "large_graphs"}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in _OWN_END_TO_END else [])
+    for p in CONFIGS])
 def test_every_config_runs_at_a_tiny_size(tmp_path, path):
     """Each shipped config (and each of its sensitivity variants) builds; the base one runs."""
     cfg = load_config(path, ["seeds=2", "horizon=4", "record_every=1"])

@@ -84,6 +84,7 @@ def test_seed_independent_of_batch_size_ge2_pgd(make_params):
         _assert_trees_equal(_row(two.records, row), _row(full.records, i))
 
 
+@pytest.mark.slow  # -m slow; the default run keeps the vertex and batch-size PGD versions
 def test_seed_alone_equals_batch_row_pgd(make_params):
     """runner.sweep runs a single seed as a padded batch of two, so with PGD (whose float
     results XLA computes differently in a size-1 vmap) a seed alone still equals its row."""

@@ -102,18 +102,21 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
             assert a[key] == s_res["algorithms"][name][key], (name, key)
 
 
-def test_resume_flag_uses_the_folder_config(tmp_path):
+def test_resume_flag_uses_the_folder_config(tmp_path, capsys):
+    from gsjax import cli
+
     cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.replace("horizon = 600", "horizon = 40"))
+    cfg.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
+                   .replace("[algorithms.linucb]\n", "").replace("[algorithms.async_lazy]\n", "")
+                   .replace('solver = "pgd"', 'solver = "vertex"'))
     out = tmp_path / "o"
-    assert _run(cfg, out).returncode == 0
+    assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    first = (out / "arrays.npz").read_bytes()
     # A finished folder has no checkpoint: --resume reruns its config from the start.
-    proc = subprocess.run([sys.executable, "-m", "gsjax", "run", "--resume", str(out), "--quiet"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    missing = subprocess.run([sys.executable, "-m", "gsjax", "run", "--resume",
-                              str(tmp_path / "nope")], capture_output=True, text=True, timeout=600)
-    assert missing.returncode == 2 and "--resume" in missing.stderr
+    assert cli.main(["run", "--resume", str(out), "--quiet"]) == 0
+    assert (out / "arrays.npz").read_bytes() == first
+    assert cli.main(["run", "--resume", str(tmp_path / "nope")]) == 2
+    assert "--resume" in capsys.readouterr().err
 
 
 def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
