@@ -114,7 +114,10 @@ def _batch(features, solver, num_seeds=8):
     return _CACHE[features]
 
 
-@pytest.mark.parametrize("features,solver", [("linear", "vertex"), ("quadratic", "pgd")])
+@pytest.mark.parametrize("features,solver", [
+    ("linear", "vertex"),
+    pytest.param("quadratic", "pgd", marks=pytest.mark.slow),  # -m slow: 14 s of PGD compiles
+])
 def test_restricted_statistics_equal_reduced_ridge(x64, features, solver):
     tau, gamma, lam = TAU, GAMMA, LAM
     structure, probs, params, state, actions, ys = _batch(features, solver)

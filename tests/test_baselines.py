@@ -75,7 +75,12 @@ def test_blocks_vertex_match_gsjax(x64, make_params, kind, reference):
         _check(res, out, act_atol=0)
 
 
-@pytest.mark.parametrize("kind,reference", VARIANTS, ids=IDS)
+# lazy with the "own" reference is covered by the vertex test above; its PGD twin is -m slow.
+_PGD_VARIANTS = [pytest.param(k, r, id=i, marks=[pytest.mark.slow] if (k, r) == ("lazy", "own") else [])
+                 for (k, r), i in zip(VARIANTS, IDS)]
+
+
+@pytest.mark.parametrize("kind,reference", _PGD_VARIANTS)
 def test_chain_quadratic_pgd_match_gsjax(x64, make_params, kind, reference):
     """Chain of 5 nodes (padded scopes), quadratic features, PGD from the current state only
     (deterministic), 10 Adam steps, OFUL radius. Measured: actions agree to ~1e-15."""
