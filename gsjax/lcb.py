@@ -42,6 +42,7 @@ __all__ = [
     "lcb_terms",
     "lcb_value",
     "minimise_pgd",
+    "minimise_objective_pgd",
     "minimise_vertex",
     "MAX_VERTEX_COORDS",
     "first_min",
@@ -114,8 +115,20 @@ def minimise_pgd(
       gradient step restricted to the free coordinates (0 at a box-constrained stationary point).
     """
     value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
+    return minimise_objective_pgd(
+        key, value, structure.num_coords, s_init, free, num_steps=num_steps,
+        num_starts=num_starts, learning_rate=learning_rate, optimizer=optimizer,
+        include_current=include_current,
+    )
+
+
+def minimise_objective_pgd(key, value, n: int, s_init, free, *, num_steps: int,
+                           num_starts: int, learning_rate, optimizer: str = "adam",
+                           include_current: bool = True):
+    """:func:`minimise_pgd` for any differentiable objective ``value(s) -> ()`` on ``[0,1]^n``
+    (the joint LCB of :mod:`gsjax.algorithms.joint_lazy` uses it). Same starts, steps, tie rule
+    and ``(s, value, residual)``."""
     grad = jax.grad(value)
-    n = structure.num_coords
     if include_current:
         rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
         starts = jnp.concatenate([s_init[None], rand], axis=0)

@@ -88,6 +88,45 @@ def _vector(value, length: int, field: str, what: str) -> np.ndarray:
     return arr
 
 
+def _restored(fresh_state, restore: dict):
+    """The saved leaves put back into the tree of a freshly initialised state."""
+    leaves, treedef = jax.tree_util.tree_flatten(fresh_state)
+    saved = restore["leaves"]
+    if len(saved) != len(leaves) or any(np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
+        raise TunerError("<state>", "the saved learner does not match its config "
+                                    "(shapes differ); was the file edited?")
+    return jax.tree_util.tree_unflatten(
+        treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
+
+
+def _rows(setting, values, n: int, length: int, field: str, what: str):
+    """Validated ``(settings (B, n), values (B, length))`` of one or several observations."""
+    v = _vector(values, length, field, what)
+    s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
+    vs = v[None] if v.ndim == 1 else v
+    ss = s[None] if s.ndim == 1 else s
+    if ss.shape[0] == 1 and vs.shape[0] > 1:
+        ss = np.broadcast_to(ss, (vs.shape[0], n))
+    if ss.shape[0] != vs.shape[0]:
+        noun = "observations" if field == "losses" else "gradients"
+        raise TunerError("setting", f"{ss.shape[0]} settings for {vs.shape[0]} {noun}")
+    if np.any(ss < 0.0) or np.any(ss > 1.0):
+        bad = np.argwhere((ss < 0.0) | (ss > 1.0))[0]
+        raise TunerError("setting", f"must lie in the box [0, 1]^{n}; coordinate {bad[-1]} "
+                                    f"is {float(ss[tuple(bad)])!r}")
+    return ss, vs
+
+
+def _save(path, meta: dict, state) -> Path:
+    """The versioned state file: ``meta`` as JSON beside the state's leaves, atomically."""
+    from gsjax.results import write_npz
+
+    arrays = {"meta": np.asarray(json.dumps(dict(format=_FORMAT, version=STATE_VERSION, **meta)))}
+    for i, leaf in enumerate(jax.tree_util.tree_leaves(state)):
+        arrays[f"state/{i:05d}"] = np.asarray(leaf)
+    return write_npz(path, arrays)
+
+
 class Tuner:
     """One learner of a config's algorithm, stepped by the observations of a live system.
 
@@ -141,14 +180,7 @@ class Tuner:
             self.off_policy = 0
             self.last_setting = np.asarray(problem.s0, np.float64)
         else:
-            leaves, treedef = jax.tree_util.tree_flatten(state)
-            saved = _restore["leaves"]
-            if len(saved) != len(leaves) or any(
-                    np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
-                raise TunerError("<state>", "the saved learner does not match its config "
-                                            "(shapes differ); was the file edited?")
-            self._state = jax.tree_util.tree_unflatten(
-                treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
+            self._state = _restored(state, _restore)
             c = _restore["counters"]
             self.rounds = int(c["rounds"])
             self.movement = float(c["movement"])
@@ -193,18 +225,7 @@ class Tuner:
           allow_off_policy: accept settings other than the suggested one.
         """
         n, k = self.num_coords, self.num_criteria
-        y = _vector(losses, k, "losses", f"one loss per criterion, k = {k}")
-        s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
-        ys = y[None] if y.ndim == 1 else y
-        ss = s[None] if s.ndim == 1 else s
-        if ss.shape[0] == 1 and ys.shape[0] > 1:
-            ss = np.broadcast_to(ss, (ys.shape[0], n))
-        if ss.shape[0] != ys.shape[0]:
-            raise TunerError("setting", f"{ss.shape[0]} settings for {ys.shape[0]} observations")
-        if np.any(ss < 0.0) or np.any(ss > 1.0):
-            bad = np.argwhere((ss < 0.0) | (ss > 1.0))[0]
-            raise TunerError("setting", f"must lie in the box [0, 1]^{n}; coordinate {bad[-1]} "
-                                        f"is {float(ss[tuple(bad)])!r}")
+        ss, ys = _rows(setting, losses, n, k, "losses", f"one loss per criterion, k = {k}")
         # All or nothing: step a copy, commit once every row is accepted.
         state, rounds, s_prev = self._state, self.rounds, self.last_setting
         movement, off = self.movement, self.off_policy
@@ -285,11 +306,8 @@ class Tuner:
 
     def save(self, path) -> Path:
         """Write the learner to ``path`` atomically (versioned ``.npz``)."""
-        from gsjax.results import write_npz
-
         meta = {
-            "format": _FORMAT, "version": STATE_VERSION, "family": self.family,
-            "config": config_to_dict(self.cfg),
+            "family": self.family, "config": config_to_dict(self.cfg),
             "algorithm": self.algorithm, "seed": self.seed,
             "counters": {"rounds": self.rounds, "movement": self.movement,
                          "updates": self.updates.tolist(), "triggers": self.triggers.tolist(),
@@ -297,10 +315,7 @@ class Tuner:
                          "off_policy": self.off_policy,
                          "last_setting": self.last_setting.tolist()},
         }
-        arrays = {"meta": np.asarray(json.dumps(meta))}
-        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
-            arrays[f"state/{i:05d}"] = np.asarray(leaf)
-        return write_npz(path, arrays)
+        return _save(path, meta, self._state)
 
     @classmethod
     def load(cls, path):
@@ -399,14 +414,7 @@ class OGDTuner:
             self.switches = np.zeros(k, np.int64)
             self.last_setting = np.asarray(self._problem.s0, np.float64)
         else:
-            leaves, treedef = jax.tree_util.tree_flatten(state)
-            saved = _restore["leaves"]
-            if len(saved) != len(leaves) or any(
-                    np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
-                raise TunerError("<state>", "the saved learner does not match its config "
-                                            "(shapes differ); was the file edited?")
-            self._state = jax.tree_util.tree_unflatten(
-                treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
+            self._state = _restored(state, _restore)
             c = _restore["counters"]
             self.rounds, self.movement = int(c["rounds"]), float(c["movement"])
             self.off_policy = int(c["off_policy"])
@@ -450,18 +458,8 @@ class OGDTuner:
         """Add rounds: the deployed ``setting`` (n,) or (B, n) and the gradient (n,) or (B, n)
         of each round's loss at the query point."""
         n = self.num_coords
-        g = _vector(gradient, n, "gradient", f"the loss gradient at the query point, n = {n}")
-        s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
-        gs = g[None] if g.ndim == 1 else g
-        ss = s[None] if s.ndim == 1 else s
-        if ss.shape[0] == 1 and gs.shape[0] > 1:
-            ss = np.broadcast_to(ss, (gs.shape[0], n))
-        if ss.shape[0] != gs.shape[0]:
-            raise TunerError("setting", f"{ss.shape[0]} settings for {gs.shape[0]} gradients")
-        if np.any(ss < 0.0) or np.any(ss > 1.0):
-            bad = np.argwhere((ss < 0.0) | (ss > 1.0))[0]
-            raise TunerError("setting", f"must lie in the box [0, 1]^{n}; coordinate {bad[-1]} "
-                                        f"is {float(ss[tuple(bad)])!r}")
+        ss, gs = _rows(setting, gradient, n, n, "gradient",
+                       f"the loss gradient at the query point, n = {n}")
         state, rounds, s_prev = self._state, self.rounds, self.last_setting
         movement, off, switches = self.movement, self.off_policy, self.switches.copy()
         for j in range(gs.shape[0]):
@@ -502,20 +500,15 @@ class OGDTuner:
 
     def save(self, path) -> Path:
         from gsjax.oco.config import oco_config_to_dict
-        from gsjax.results import write_npz
 
         meta = {
-            "format": _FORMAT, "version": STATE_VERSION, "family": self.family,
-            "config": oco_config_to_dict(self.cfg), "algorithm": self.algorithm,
-            "seed": self.seed, "budget_index": self.budget_index,
+            "family": self.family, "config": oco_config_to_dict(self.cfg),
+            "algorithm": self.algorithm, "seed": self.seed, "budget_index": self.budget_index,
             "counters": {"rounds": self.rounds, "movement": self.movement,
                          "switches": self.switches.tolist(), "off_policy": self.off_policy,
                          "last_setting": self.last_setting.tolist()},
         }
-        arrays = {"meta": np.asarray(json.dumps(meta))}
-        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
-            arrays[f"state/{i:05d}"] = np.asarray(leaf)
-        return write_npz(path, arrays)
+        return _save(path, meta, self._state)
 
 
 def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(),

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsjax import cli, factor, linalg, runner
+from gsjax import cli, factor, lcb, linalg, runner
 from gsjax import problem as P
 from gsjax.algorithms import REGISTRY, AgentSpec, make
 from gsjax.algorithms import joint_lazy as J
@@ -249,7 +249,7 @@ def test_joint_lcb_minimiser_against_brute_force(x64):
     s, val, _ = J._minimise_vertex(value, 3, s0, free)
     np.testing.assert_allclose(float(val), vvals.min(), rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(s), verts[np.argmin(vvals)])
-    s_pgd, val_pgd, _ = J._minimise_pgd(jax.random.key(0), value, 3, s0, free, num_steps=200,
+    s_pgd, val_pgd, _ = lcb.minimise_objective_pgd(jax.random.key(0), value, 3, s0, free, num_steps=200,
                                         num_starts=8, learning_rate=0.05, optimizer="adam",
                                         include_current=True)
     assert np.all((np.asarray(s_pgd) >= 0) & (np.asarray(s_pgd) <= 1))

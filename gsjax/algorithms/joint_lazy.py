@@ -53,7 +53,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from gsjax import factor, lcb, linalg
 from gsjax.algorithms.base import AgentParams, AgentSpec, BanditAlgorithm, BanditInfo, SolveRequest
@@ -109,43 +108,6 @@ def _minimise_vertex(value, n: int, s_init, free):
     return verts[p], vals[p], jnp.zeros((), s_init.dtype)
 
 
-def _minimise_pgd(key, value, n: int, s_init, free, *, num_steps, num_starts, learning_rate,
-                  optimizer, include_current):
-    """Projected gradient descent as :func:`gsjax.lcb.minimise_pgd`, for any objective."""
-    grad = jax.grad(value)
-    if include_current:
-        rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
-        starts = jnp.concatenate([s_init[None], rand], axis=0)
-    else:
-        starts = jax.random.uniform(key, (num_starts, n), s_init.dtype)
-    starts = jnp.where(free, starts, s_init)
-    if optimizer == "adam":
-        opt = optax.adam(learning_rate)
-    elif optimizer == "sgd":
-        opt = optax.sgd(learning_rate)
-    else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; allowed: ('adam', 'sgd')")
-
-    def descend(s0):
-        def body(carry, _):
-            s, st = carry
-            g = jnp.where(free, grad(s), 0.0)
-            u, st = opt.update(g, st, s)
-            s_new = optax.projections.projection_box(optax.apply_updates(s, u), 0.0, 1.0)
-            return (jnp.where(free, s_new, s_init), st), None
-
-        (s, _), _ = jax.lax.scan(body, (s0, opt.init(s0)), None, length=num_steps)
-        return s
-
-    finals = jax.vmap(descend)(starts)
-    values = jax.vmap(value)(finals)
-    best = lcb.first_min(values)
-    s = finals[best]
-    g = jnp.where(free, grad(s), 0.0)
-    residual = jnp.linalg.norm(s - jnp.clip(s - g, 0.0, 1.0))
-    return s, values[best], residual
-
-
 def make_joint(kind: str, structure: Structure, spec: AgentSpec,
                method: str = UPDATE_METHOD) -> BanditAlgorithm:
     """Build ``joint_lazy`` or ``joint_linucb`` for a factor-graph structure."""
@@ -163,7 +125,7 @@ def make_joint(kind: str, structure: Structure, spec: AgentSpec,
         value = lambda s: joint_lcb_value(structure, problem, s, theta_hat, stats.inv, beta)
         if spec.solver == "vertex":
             return _minimise_vertex(value, n, s_init, free)
-        return _minimise_pgd(
+        return lcb.minimise_objective_pgd(
             key, value, n, s_init, free, num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
             learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
             include_current=spec.pgd_include_current,
