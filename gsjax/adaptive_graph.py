@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "main"]
+__all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "run_all",
+           "report_section", "main"]
 
 
 def approx_recovery(tau: int, gamma: float, sigma: float, n: int, edges: int, non_edges: int,
@@ -210,6 +211,47 @@ def plot(result: dict, path) -> Path:
     return _save(fig, Path(path))
 
 
+def run_all(path, out, overrides=(), seeds=None, log=print) -> tuple[dict, list[str]]:
+    """Recovery grid, regret runs, ``adaptive_graph.{json,png,md}`` in ``out``; returns the
+    result and its markdown lines (the command first)."""
+    from gsjax.results import write_json, write_text
+
+    out = Path(out)
+    overrides = list(overrides)
+    t0 = time.perf_counter()
+    grid = recovery_grid(path, overrides, log=log)
+    t1 = time.perf_counter()
+    regret = regret_runs(path, out, grid, overrides, seeds, log=log)
+    t2 = time.perf_counter()
+    result = {"config": str(path), "overrides": overrides, "grid": grid, "regret": regret,
+              "seconds": {"recovery": t1 - t0, "regret": t2 - t1}}
+    write_json(out / "adaptive_graph.json", result)
+    plot(result, out / "adaptive_graph.png")
+    cmd = (f"python -m gsjax.adaptive_graph {Path(path).stem}"
+           + "".join(f" --set {o}" for o in overrides)
+           + (f" --seeds {seeds}" if seeds else ""))
+    md = [f"Command: `{cmd}` ({t1 - t0:.0f} s recovery grid, {t2 - t1:.0f} s regret runs)", ""]
+    md += tables(result)
+    write_text(out / "adaptive_graph.md", "\n".join(md) + "\n")
+    return result, md
+
+
+def report_section(path, out, quick: bool, log) -> list[str]:
+    """The ``gsjax reproduce --long`` section (quick: 4 seeds, 200 rounds, a 2 x 8 recovery grid)."""
+    from gsjax.config import load_config
+
+    cfg = load_config(path)
+    over = (["seeds=4", "horizon=200", "record_every=10", "paper.tau_sweep=[25,100]",
+             "paper.recovery_seeds=8"] if quick else [])
+    folder = Path(out) / cfg.name
+    _, md = run_all(path, folder, over, log=log)
+    paper = cfg.paper
+    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
+            cfg.description.strip(), "", *md, "",
+            f"Paper's claim: {paper.get('claims', '')}", "",
+            f"![{cfg.name}]({cfg.name}/adaptive_graph.png)", ""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gsjax.adaptive_graph",
                                  description=__doc__.splitlines()[0])
@@ -220,25 +262,9 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", help="also copy adaptive_graph.{png,json,md} to this folder")
     args = ap.parse_args(argv)
     from gsjax.cli import find_config
-    from gsjax.results import write_json, write_text
 
-    path = find_config(args.config)
     out = Path(args.out)
-    t0 = time.perf_counter()
-    grid = recovery_grid(path, args.set)
-    t1 = time.perf_counter()
-    regret = regret_runs(path, out, grid, args.set, args.seeds)
-    t2 = time.perf_counter()
-    result = {"config": str(path), "overrides": args.set, "grid": grid, "regret": regret,
-              "seconds": {"recovery": t1 - t0, "regret": t2 - t1}}
-    write_json(out / "adaptive_graph.json", result)
-    plot(result, out / "adaptive_graph.png")
-    cmd = (f"python -m gsjax.adaptive_graph {args.config}"
-           + "".join(f" --set {o}" for o in args.set)
-           + (f" --seeds {args.seeds}" if args.seeds else ""))
-    md = [f"Command: `{cmd}` ({t1 - t0:.0f} s recovery grid, {t2 - t1:.0f} s regret runs)", ""]
-    md += tables(result)
-    write_text(out / "adaptive_graph.md", "\n".join(md) + "\n")
+    _, md = run_all(find_config(args.config), out, args.set, args.seeds)
     print("\n".join(md))
     if args.docs:
         docs = Path(args.docs)

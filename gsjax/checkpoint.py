@@ -42,6 +42,8 @@ def save(folder, config_hash: str, seed_start: int, completed: dict, current: st
             arrays[f"completed/{name}/totals/{f}"] = np.asarray(v)
         for f, v in res.records._asdict().items():
             arrays[f"completed/{name}/records/{f}"] = np.asarray(v)
+        for f, v in (res.final or {}).items():
+            arrays[f"completed/{name}/final/{f}"] = np.asarray(v)
     for i, leaf in enumerate(carry_leaves):
         arrays[f"current/carry/{i:05d}"] = np.asarray(leaf)
     for f, v in records._asdict().items():
@@ -65,7 +67,10 @@ def load(folder) -> dict | None:
     for name, t in meta["completed"].items():
         totals = RunTotals(*[z[f"completed/{name}/totals/{f}"] for f in RunTotals._fields])
         records = Records(*[z[f"completed/{name}/records/{f}"] for f in Records._fields])
-        completed[name] = SweepResult(totals, records, t["compile_seconds"], t["run_seconds"])
+        prefix = f"completed/{name}/final/"
+        final = {key[len(prefix):]: z[key] for key in z if key.startswith(prefix)}
+        completed[name] = SweepResult(totals, records, t["compile_seconds"], t["run_seconds"],
+                                      final or None)
     cur = meta["current"]
     leaves = [z[f"current/carry/{i:05d}"] for i in range(cur["num_leaves"])]
     records = Records(*[z[f"current/records/{f}"] for f in Records._fields])

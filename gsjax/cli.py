@@ -246,7 +246,7 @@ def _cmd_plot(args) -> int:
 def _cmd_reproduce(args) -> int:
     from gsjax import report
 
-    report.reproduce(Path(args.out), quick=args.quick, only=args.only, log=print)
+    report.reproduce(Path(args.out), quick=args.quick, only=args.only, log=print, long=args.long)
     return 0
 
 
@@ -293,7 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="run every paper experiment and write report.md")
     rp.add_argument("--out", default="runs/reproduce", help="output folder")
     rp.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, not the paper's)")
-    rp.add_argument("--only", action="append", help="only these experiments (repeatable)")
+    rp.add_argument("--only", action="append", help="only these experiments (repeatable; a long "
+                                                    "experiment named here runs too)")
+    rp.add_argument("--long", action="store_true",
+                    help="also the long experiments: adaptive_graph (Section 5.2, ~12 min) and "
+                         "large_graphs (Section 5.1 at scale, ~35 min) on 2 CPU cores")
     rp.set_defaults(func=_cmd_reproduce)
 
     from gsjax.tuner_cli import add_parser as add_tuner_parser

@@ -391,6 +391,22 @@ def _algo_summary(t, kind: str) -> dict:
     }
 
 
+def learned_graph_summary(final: dict) -> dict:
+    """Summary of the graphs learned by the seeds (``learned_neighbours`` against
+    ``true_neighbours``, both (S, k, n) bool by coordinate; a criterion's own coordinate counts
+    as its neighbour in both)."""
+    learned = np.asarray(final["learned_neighbours"], bool)
+    truth = np.asarray(final["true_neighbours"], bool)
+    same_truth = bool(np.all(truth == truth[:1]))
+    return {
+        "exact_recovery": _mean_stderr(np.all(learned == truth, axis=(1, 2)).astype(np.float64)),
+        "false_neighbours": _mean_stderr(np.sum(learned & ~truth, axis=(1, 2))),
+        "missed_neighbours": _mean_stderr(np.sum(~learned & truth, axis=(1, 2))),
+        "neighbour_frequency": learned.mean(axis=0).tolist(),
+        "true_neighbours": truth[0].astype(int).tolist() if same_truth else None,
+    }
+
+
 def summarise(result: ExperimentResult) -> dict:
     """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details).
 
@@ -418,6 +434,8 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name] = {**_algo_summary(res.totals, kinds[name]), **timing}
             # The state played at round T (the converged threshold in Section 7.3).
             algos[name]["final_state"] = _mean_stderr(np.asarray(res.records.action)[:, -1, :])
+            if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
+                algos[name]["learned_graph"] = learned_graph_summary(res.final)
         compile_s += res.compile_seconds
         run_s += res.run_seconds
     b = result.built
@@ -483,6 +501,8 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
             out[f"{name}/totals/{field}"] = np.asarray(val)
         for field, val in res.records._asdict().items():
             out[f"{name}/{field}"] = np.asarray(val)
+        for field, val in (res.final or {}).items():
+            out[f"{name}/final/{field}"] = np.asarray(val)
     return out
 
 
@@ -539,6 +559,8 @@ def merge(folders) -> ExperimentResult:
         records = Records(*[cat(f"{name}/{f}") for f in Records._fields])
         compile_s = sum(p[3]["algorithms"][name]["compile_seconds"] for p in parts)
         run_s = sum(p[3]["algorithms"][name]["run_seconds"] for p in parts)
-        runs[name] = SweepResult(totals, records, compile_s, run_s)
+        prefix = f"{name}/final/"
+        final = {key[len(prefix):]: cat(key) for key in parts[0][2] if key.startswith(prefix)}
+        runs[name] = SweepResult(totals, records, compile_s, run_s, final or None)
     seed_ids = np.concatenate([p[2]["seed_ids"] for p in parts])
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["stiffness", "run_k_sweep", "table", "plot", "main"]
+__all__ = ["stiffness", "run_k_sweep", "table", "plot", "report_section", "main"]
 
 
 def stiffness(k: int, lo: float, hi: float, seed: int) -> np.ndarray:
@@ -121,6 +121,29 @@ def plot(result: dict, path) -> Path:
     ax.legend(fontsize=8)
     ax.set_title("global lazy vs async, heterogeneous stiffness")
     return _save(fig, Path(path))
+
+
+def report_section(path, out, quick: bool, log) -> list[str]:
+    """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
+    size the README reports (about 35 min on 2 CPU cores); quick: 4 seeds x 20 rounds."""
+    from gsjax.config import load_config
+    from gsjax.results import write_text
+
+    cfg = load_config(path)
+    horizon = 20 if quick else 200
+    seeds = {k: 4 for k in cfg.paper["k_sweep"]} if quick else None
+    folder = Path(out) / cfg.name
+    res = run_k_sweep(path, folder, (), seeds, horizon, log=log)
+    plot(res, folder / "large_graphs.png")
+    cmd = (f"python -m gsjax.large_graphs {Path(path).stem} --horizon {horizon}"
+           + "".join(f" --seeds {k}={s}" for k, s in (seeds or {}).items()))
+    md = [f"Command: `{cmd}`", ""] + table(res)
+    write_text(folder / "large_graphs.md", "\n".join(md) + "\n")
+    paper = cfg.paper
+    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
+            cfg.description.strip(), "", *md, "",
+            f"Paper's claim: {paper.get('claims', '')}", "",
+            f"![{cfg.name}]({cfg.name}/large_graphs.png)", ""]
 
 
 def main(argv=None) -> int:

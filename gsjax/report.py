@@ -21,8 +21,9 @@ from gsjax.results import write_text
 __all__ = ["paper_configs", "reproduce", "experiment_section"]
 
 
-def paper_configs() -> list[Path]:
-    """Config files with a non-empty ``[paper]`` table, in name order."""
+def paper_configs(long: bool = False) -> list[Path]:
+    """Config files with a non-empty ``[paper]`` table, in name order; with ``long`` also those
+    whose ``[paper].script`` names a module (Sections 5.1 and 5.2 at scale, tens of minutes)."""
     out = {}
     from gsjax.oco.config import config_kind, load_oco_config
 
@@ -33,7 +34,7 @@ def paper_configs() -> list[Path]:
             paper = load(p).paper
             # A config whose [paper].script names a module (a longer experiment, Sections 5.1
             # and 5.2 at scale) is run by that module's command, not by the report.
-            if p.stem not in out and paper and not paper.get("script"):
+            if p.stem not in out and paper and (long or not paper.get("script")):
                 out[p.stem] = p
     return [out[k] for k in sorted(out)]
 
@@ -131,6 +132,10 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     from gsjax import results
 
     cfg = load_config(path)
+    if cfg.paper.get("script"):  # a module with its own report section (gsjax.large_graphs, ...)
+        import importlib
+
+        return importlib.import_module(cfg.paper["script"]).report_section(path, out, quick, log)
     if "k_sweep" in cfg.paper:  # Section 5.3 / Figure 2: one run per k (gsjax.figure2)
         from gsjax.figure2 import report_section
 
@@ -226,13 +231,16 @@ def _slug(s: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in s).strip("_")[:60]
 
 
-def reproduce(out: Path, quick: bool = False, only=None, log=print) -> Path:
-    """Run the paper configs and write ``out/report.md``; returns its path."""
+def reproduce(out: Path, quick: bool = False, only=None, log=print, long: bool = False) -> Path:
+    """Run the paper configs and write ``out/report.md``; returns its path.
+
+    The long experiments (configs with ``[paper].script``) run with ``long`` or when named in
+    ``only``."""
     import jax
 
     out = Path(out)
     t0 = time.perf_counter()
-    configs = paper_configs()
+    configs = paper_configs(long=long or bool(only))
     if only:
         configs = [p for p in configs if p.stem in set(only)]
     lines = [

@@ -378,6 +378,7 @@ class SweepResult(NamedTuple):
     records: Records
     compile_seconds: float
     run_seconds: float
+    final: dict | None = None  # algo.describe of each seed's final state (host arrays), or None
 
 
 def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
@@ -589,9 +590,17 @@ def sweep(
     t4 = time.perf_counter()
     totals = jax.device_get(carry.totals)
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
+    final = None
+    if algo.describe is not None:
+        describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
+        if grid:
+            describe = jax.vmap(describe, in_axes=(0, None))
+        final = jax.device_get(jax.jit(describe)(carry.state, problem))
     if target > num:
         index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
-        totals, records = jax.tree_util.tree_map(lambda a: a[index], (totals, records))
+        totals, records, final = jax.tree_util.tree_map(lambda a: a[index],
+                                                        (totals, records, final))
     return SweepResult(
-        totals, records, compile_seconds=(t1 - t0) + (t3 - t2), run_seconds=(t2 - t1) + (t4 - t3)
+        totals, records, compile_seconds=(t1 - t0) + (t3 - t2), run_seconds=(t2 - t1) + (t4 - t3),
+        final=final,
     )

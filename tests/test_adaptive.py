@@ -337,3 +337,58 @@ def test_gsjax_run_end_to_end(tmp_path):
     # The refinement at round 10 is an update of every criterion; warm-up has none.
     upd = np.asarray(s["algorithms"]["adaptive_async"]["updates_per_criterion"]["mean"])
     assert np.all(upd >= 1)
+    # The learned graph is in summary.json and, per seed, in arrays.npz.
+    lg = s["algorithms"]["adaptive_async"]["learned_graph"]
+    z = np.load(out / "arrays.npz")
+    learned = z["adaptive_async/final/learned_neighbours"]
+    truth = z["adaptive_async/final/true_neighbours"]
+    assert learned.shape == (2, 8, 8)
+    assert lg["exact_recovery"]["mean"] == np.mean(np.all(learned == truth, axis=(1, 2)))
+    np.testing.assert_allclose(lg["neighbour_frequency"], learned.mean(0))
+    assert "learned_graph" not in s["algorithms"]["true_graph"]
+
+
+def test_sweep_reports_the_learned_graph_by_coordinate(x64, tmp_path):
+    # A warm-up short enough that some seeds keep a wrong graph: the sweep's per-seed learned
+    # graph (by coordinate) must be the run's kept super-scope slots mapped through the
+    # super-graph's slot order written out here ([own] + the others ascending), and the
+    # summary's recovery counts must follow from it; the final diagnostics survive the
+    # arrays.npz round trip and a merge of two seed ranges.
+    from gsjax import experiment
+    from gsjax.runner import SweepResult
+
+    num_seeds, tau, gamma = 12, 200, 0.5
+    scopes, structure, probs = _setup("linear", jnp.float64, gamma, sigma=0.5,
+                                      num_seeds=num_seeds)
+    algo = A.make(structure, AgentSpec(), A.AdaptiveSpec(tau, gamma))
+    params = _params(K, jnp.float64)
+    res = runner.sweep(jax.random.key(7), np.arange(num_seeds), algo, structure, probs, params,
+                       1.0, tau + 5, problem_per_seed=True)
+    _, state, _, _ = _run(structure, probs, AgentSpec(), A.AdaptiveSpec(tau, gamma), params,
+                          tau + 5, num_seeds)
+    kept = np.asarray(state.scope_keep)
+    sc, sm = np.asarray(probs.scopes), np.asarray(probs.scope_mask)
+    learned = np.zeros((num_seeds, K, K), bool)
+    truth = np.zeros((num_seeds, K, K), bool)
+    for s in range(num_seeds):
+        for i in range(K):
+            own = sc[s, i, 0]
+            order = [own] + [j for j in range(K) if j != own]
+            for slot, coord in enumerate(order):
+                learned[s, i, coord] = kept[s, i, slot]
+            truth[s, i, sc[s, i][sm[s, i]]] = True
+    np.testing.assert_array_equal(res.final["learned_neighbours"], learned)
+    np.testing.assert_array_equal(res.final["true_neighbours"], truth)
+    exact = np.all(learned == truth, axis=(1, 2))
+    assert 0 < exact.sum() < num_seeds, exact  # the case is informative both ways
+    summ = experiment.learned_graph_summary(res.final)
+    assert summ["exact_recovery"]["mean"] == pytest.approx(exact.mean())
+    assert summ["false_neighbours"]["mean"] == pytest.approx((learned & ~truth).sum() / num_seeds)
+    assert summ["missed_neighbours"]["mean"] == pytest.approx((~learned & truth).sum() / num_seeds)
+    np.testing.assert_allclose(summ["neighbour_frequency"], learned.mean(0))
+    np.testing.assert_array_equal(summ["true_neighbours"], truth[0].astype(int))
+    # Two halves merged again give the same per-seed diagnostics.
+    halves = [SweepResult(None, None, 0.0, 0.0, {k: v[sl] for k, v in res.final.items()})
+              for sl in (slice(0, 5), slice(5, None))]
+    joined = {k: np.concatenate([h.final[k] for h in halves]) for k in res.final}
+    assert experiment.learned_graph_summary(joined) == summ

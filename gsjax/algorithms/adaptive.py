@@ -348,4 +348,18 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
         return state._replace(s=s_new), info._replace(lcb_residual=residual)
 
     return BanditAlgorithm(name="adaptive_lazy", init=init, act=act, update=update,
-                           prepare=prepare, solve=solve_request, always_solves=False)
+                           prepare=prepare, solve=solve_request, always_solves=False,
+                           describe=describe)
+
+
+def describe(state: AdaptiveState, problem: Problem) -> dict:
+    """The learned graph of one seed by coordinate: ``learned_neighbours[i, j]`` (k, n) is True
+    when coordinate ``j`` is in criterion ``i``'s refined scope ``N̂(i)`` (all True before the
+    sparsity test), ``true_neighbours`` the same for the true scope ``N(i)``."""
+    idx = super_index(problem)
+
+    def by_coord(slots):
+        return jax.vmap(lambda ix, sl: jnp.zeros(sl.shape, bool).at[ix].set(sl))(idx, slots)
+
+    return {"learned_neighbours": by_coord(state.scope_keep),
+            "true_neighbours": by_coord(true_slots(problem))}

@@ -95,6 +95,9 @@ class BanditAlgorithm(NamedTuple):
 
     ``prepare`` and ``solve`` are optional (None for algorithms without the split).
     ``always_solves`` marks algorithms that re-optimise every round (no compaction possible).
+    ``describe(state, problem) -> dict[str, Array]`` (optional) reduces ONE seed's final state
+    to small diagnostics (e.g. the learned graph of ``adaptive_lazy``); the runner returns them
+    per seed as :attr:`gsjax.runner.SweepResult.final`.
     """
 
     name: str
@@ -104,3 +107,4 @@ class BanditAlgorithm(NamedTuple):
     prepare: Callable | None = None
     solve: Callable | None = None
     always_solves: bool = False
+    describe: Callable | None = None
