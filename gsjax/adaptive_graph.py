@@ -137,6 +137,8 @@ def regret_runs(path, out, grid: dict, overrides=(), seeds=None, log=print) -> l
                                                   "compile_seconds", "run_seconds")}
                            for n, x in s["algorithms"].items()},
             "rounds": rounds, "curves": curves,
+            "adaptive_recovery": s["algorithms"]["adaptive"].get("learned_graph", {}).get(
+                "exact_recovery"),
         })
     return rows
 
@@ -161,19 +163,26 @@ def tables(result: dict) -> list[str]:
             r = next(r for r in grid["rows"] if r["gamma"] == g and r["tau"] == t)
             cells.append(f"{r['recovery']:.2f} ({r['approx']:.2f})")
         lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    return lines + [""] + regret_table(result)
+
+
+def regret_table(result: dict) -> list[str]:
+    """Markdown: regret and movement per gamma (with the adaptive arm's measured recovery)."""
     names = list(result["regret"][0]["algorithms"])
-    lines += ["", "Total regret (prediction + movement) and movement at T, mean ± s.e.:", "",
+    lines = ["Total regret (prediction + movement) and movement at T, mean ± s.e.:", "",
               "| gamma | tau(gamma) | gamma^-4 | " + " | ".join(f"`{n}` total / movement"
                                                             for n in names)
-              + " | break-even round (adaptive < supergraph) |",
-              "|---|---|---|" + "---|" * len(names) + "---|"]
+              + " | break-even round (adaptive < supergraph) | recovery of `adaptive` |",
+              "|---|---|---|" + "---|" * len(names) + "---|---|"]
     for r in result["regret"]:
         cells = [f"{_f(r['algorithms'][n]['total_regret'])} / "
                  f"{_f(r['algorithms'][n]['movement_cost'])}" for n in names]
         be = r["break_even_round"]
         be = str(be) if be is not None else "> " + str(r["horizon"])
+        rec = r.get("adaptive_recovery")
+        rec = "–" if rec is None else f"{rec['mean']:.2f}"
         lines.append(f"| {r['gamma']} | {r['tau']} | {r['gamma_pow_minus4']:.0f} | "
-                     + " | ".join(cells) + f" | {be} |")
+                     + " | ".join(cells) + f" | {be} | {rec} |")
     r0 = result["regret"][0]
     lines += ["", f"{r0['seeds']} seeds × T = {r0['horizon']} rounds per gamma."]
     return lines
@@ -185,21 +194,26 @@ def plot(result: dict, path) -> Path:
 
     plt = _plt()
     regs = result["regret"]
-    fig, axes = plt.subplots(1, 1 + len(regs), figsize=(4.2 * (1 + len(regs)), 3.6))
+    measured = not any(r.get("given") for r in result["grid"]["rows"])
+    first = 1 if measured else 0
+    fig, axes = plt.subplots(1, first + len(regs), figsize=(4.2 * (first + len(regs)), 3.6),
+                             squeeze=False)
+    axes = axes[0]
     ax = axes[0]
-    for g in sorted({r["gamma"] for r in result["grid"]["rows"]}):
+    for g in sorted({r["gamma"] for r in result["grid"]["rows"]}) if measured else ():
         rows = [r for r in result["grid"]["rows"] if r["gamma"] == g]
         taus = [r["tau"] for r in rows]
         line = ax.errorbar(taus, [r["recovery"] for r in rows],
                            yerr=[r["recovery_stderr"] for r in rows], fmt="o-", ms=4, capsize=2,
                            label=f"γ = {g}")
         ax.plot(taus, [r["approx"] for r in rows], ls=":", color=line[0].get_color())
-    ax.set_xscale("log")
-    ax.set_xlabel("warm-up τ (rounds)")
-    ax.set_ylabel("recovery rate (dotted: Gaussian approx.)")
-    ax.legend(fontsize=8)
-    ax.set_title("sparsity test |θ̂| > γ/2")
-    for ax, r in zip(axes[1:], regs):
+    if measured:
+        ax.set_xscale("log")
+        ax.set_xlabel("warm-up τ (rounds)")
+        ax.set_ylabel("recovery rate (dotted: Gaussian approx.)")
+        ax.legend(fontsize=8)
+        ax.set_title("sparsity test |θ̂| > γ/2")
+    for ax, r in zip(axes[first:], regs):
         for name, c in r["curves"].items():
             ax.plot(r["rounds"], c, label=name, lw=1.2)
         ax.set_xscale("log")
@@ -211,15 +225,33 @@ def plot(result: dict, path) -> Path:
     return _save(fig, Path(path))
 
 
-def run_all(path, out, overrides=(), seeds=None, log=print) -> tuple[dict, list[str]]:
+def given_taus(path, taus: dict, overrides=()) -> dict:
+    """A stand-in for :func:`recovery_grid` when every gamma's warm-up is given
+    (``taus[gamma] = tau``): one row per gamma, recovery not measured (NaN)."""
+    from gsjax.config import load_config
+
+    gammas = load_config(path, list(overrides)).paper["gamma_sweep"]
+    missing = [g for g in gammas if g not in taus]
+    if missing:
+        raise ValueError(f"--tau missing for gamma {missing} (the config's gamma_sweep: {gammas})")
+    return {"rows": [{"gamma": g, "tau": taus[g], "recovery": float("nan"), "given": True}
+                     for g in gammas]}
+
+
+def run_all(path, out, overrides=(), seeds=None, log=print, taus=None,
+            horizon=None) -> tuple[dict, list[str]]:
     """Recovery grid, regret runs, ``adaptive_graph.{json,png,md}`` in ``out``; returns the
-    result and its markdown lines (the command first)."""
+    result and its markdown lines (the command first). With ``taus`` ({gamma: tau} for every
+    gamma) the recovery grid is skipped and those warm-ups are used; ``horizon`` sets ``T`` of
+    the regret runs."""
     from gsjax.results import write_json, write_text
 
     out = Path(out)
     overrides = list(overrides)
+    if horizon is not None:
+        overrides += [f"horizon={horizon}", f"record_every={max(1, horizon // 200)}"]
     t0 = time.perf_counter()
-    grid = recovery_grid(path, overrides, log=log)
+    grid = given_taus(path, taus, overrides) if taus else recovery_grid(path, overrides, log=log)
     t1 = time.perf_counter()
     regret = regret_runs(path, out, grid, overrides, seeds, log=log)
     t2 = time.perf_counter()
@@ -229,9 +261,10 @@ def run_all(path, out, overrides=(), seeds=None, log=print) -> tuple[dict, list[
     plot(result, out / "adaptive_graph.png")
     cmd = (f"python -m gsjax.adaptive_graph {Path(path).stem}"
            + "".join(f" --set {o}" for o in overrides)
-           + (f" --seeds {seeds}" if seeds else ""))
+           + (f" --seeds {seeds}" if seeds else "")
+           + "".join(f" --tau {g}={t}" for g, t in (taus or {}).items()))
     md = [f"Command: `{cmd}` ({t1 - t0:.0f} s recovery grid, {t2 - t1:.0f} s regret runs)", ""]
-    md += tables(result)
+    md += tables(result) if not taus else regret_table(result)
     write_text(out / "adaptive_graph.md", "\n".join(md) + "\n")
     return result, md
 
@@ -259,12 +292,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="runs/adaptive_graph")
     ap.add_argument("--set", action="append", default=[], help="dotted.key=value override")
     ap.add_argument("--seeds", type=int, help="seeds of the regret runs (default: the config's)")
+    ap.add_argument("--horizon", type=int, help="T of the regret runs (default: the config's)")
+    ap.add_argument("--tau", action="append", default=[], metavar="GAMMA=TAU",
+                    help="the warm-up for one gamma; given for every gamma, the recovery grid "
+                         "is skipped")
     ap.add_argument("--docs", help="also copy adaptive_graph.{png,json,md} to this folder")
     args = ap.parse_args(argv)
     from gsjax.cli import find_config
 
     out = Path(args.out)
-    _, md = run_all(find_config(args.config), out, args.set, args.seeds)
+    taus = {float(a.split("=")[0]): int(a.split("=")[1]) for a in args.tau} or None
+    _, md = run_all(find_config(args.config), out, args.set, args.seeds, taus=taus,
+                    horizon=args.horizon)
     print("\n".join(md))
     if args.docs:
         docs = Path(args.docs)
