@@ -366,12 +366,16 @@ class RelaxedConfig:
             penalised by kappa sqrt(solve_temperature) p (hard tie rule in the limit).
         block: Rounds per checkpointed block (>= 1, divides horizon); ``None``
             means the divisor of horizon closest to sqrt(horizon).
+        loss_bandwidth: ``environment = "adult"`` only: bandwidth h (> 0) of the
+            smoothed loss, ``1[score >= tau]`` -> ``sigma((score - tau) / h)``
+            (:func:`gsjax.fairness.smooth`).
     """
 
     temperature: float = 0.05
     solve_temperature: float | None = None
     tie_break: float = 0.01
     block: int | None = None
+    loss_bandwidth: float = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1177,6 +1181,8 @@ def _parse_relaxed(value: Any, horizon: int) -> RelaxedConfig:
                                                          gt=0.0),
         tie_break=_float(table.get("tie_break", d.tie_break), "relaxed.tie_break", ge=0.0),
         block=block,
+        loss_bandwidth=_float(table.get("loss_bandwidth", d.loss_bandwidth),
+                              "relaxed.loss_bandwidth", gt=0.0),
     )
 
 

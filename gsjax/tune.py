@@ -4,7 +4,9 @@ The objective is the mean over tuning seeds of a run's regret, prediction regret
 cost, ``sum_t (L(s_t) - L(s*)) + lambda sum_t ||s_t - s_{t-1}||_1``:
 
 * bandit configs: of the RELAXED algorithm (:mod:`gsjax.relaxed`; settings from the config's
-  ``[relaxed]`` table), differentiable in ``beta``, ``lambda_reg`` and the trigger threshold;
+  ``[relaxed]`` table), differentiable in ``beta``, ``lambda_reg`` and the trigger threshold
+  (``environment = "adult"``: on the smoothed environment, :func:`gsjax.fairness.smooth`, whose
+  loss is not a step function of the threshold);
 * ``kind = "oco"`` configs (Section 6): of the algorithm itself, which needs no relaxation for
   its step size: the coins ``u_t < p`` do not depend on ``eta`` and the projection is a clip,
   so the run is differentiable in ``eta`` almost everywhere (the adversary's target is a step
@@ -15,7 +17,9 @@ steps are relative and positivity needs no projection: ``log beta`` (one value s
 criteria, as the config's ``beta``), ``log lambda_reg_i`` (one per criterion), ``log log c``
 for the trigger (``c > 1`` whatever the step), ``log eta_scale``. The seeds are fixed during
 tuning (common random numbers), so the objective is a deterministic function of the
-parameters; the reported ``final`` point is the iterate with the lowest objective seen.
+parameters; the reported ``final`` point is the iterate with the lowest objective seen, or
+(``--select hard``, bandit configs) the one whose HARD run has the lowest regret on the tuning
+seeds.
 
 Outputs (``--out DIR``): ``tune.json`` in the issue's schema::
 
@@ -153,7 +157,7 @@ def _pick_entry(cfg, algorithm: str | None):
 
 
 def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, dtype,
-                 log):
+                 log, select="relaxed"):
     import jax
     import jax.numpy as jnp
 
@@ -179,10 +183,11 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     if "beta" in names and entry.agent.beta <= 0:
         raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must be "
                                       f"> 0, got {entry.agent.beta}")
-    if cfg.problem.environment not in ("linear",):
+    if cfg.problem.environment not in ("linear", "adult"):
         raise ConfigError("problem.environment",
-                          f"{cfg.problem.environment!r}: its expected loss is not a smooth "
-                          "function of the state (gsjax tune needs the linear environment)")
+                          f"{cfg.problem.environment!r} is not supported: gsjax tune runs the "
+                          "linear environment, and 'adult' with its step-function loss "
+                          "smoothed (relaxed.loss_bandwidth)")
     rc = cfg.relaxed or RelaxedConfig()
     cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
     S, T = cfg.seeds, cfg.horizon
@@ -217,24 +222,47 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
             p = p._replace(log_trigger=jnp.exp(u["trigger"]))
         return p
 
+    rprob = built.problem  # the relaxed runs' environment; the held-out runs stay hard
+    if cfg.problem.environment == "adult":  # piecewise constant in tau: smoothed (fairness.py)
+        from gsjax import fairness
+
+        rprob = fairness.smooth(built.problem, rc.loss_bandwidth)
+
     def f(u):
-        return obj(to_params(u), rp, keys, built.problem, ba.move_cost)
+        return obj(to_params(u), rp, keys, rprob, ba.move_cost)
 
     value = jax.jit(f)
     value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
     t0 = time.perf_counter()
     u_best, trace, check = _descend(value_and_grad, value, u0, steps, lr, log)
+    sel_step = min(range(len(trace)), key=lambda i: trace[i]["objective"])
+    if select == "hard":  # the iterate with the lowest HARD regret on the tuning seeds
+        us = [{k: jnp.asarray(v, fdtype) for k, v in t["u"].items()} for t in trace]
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[to_params(u) for u in us])
+        res = runner.sweep(root, np.arange(S), ba.algo, built.structure, built.problem, stacked,
+                           jnp.full((len(us),), ba.move_cost, fdtype), T, cfg.record_every,
+                           built.problem_per_seed, grid=True)
+        tun = np.mean(np.asarray(res.totals.prediction_regret + res.totals.movement_cost), 1)
+        for t, v in zip(trace, tun):
+            t["hard_tuning"] = float(v)
+        sel_step = int(np.argmin(tun))
+        u_best = us[sel_step]
     t1 = time.perf_counter()
 
     def per_seed(tot):
         return np.asarray(tot.prediction_regret + tot.movement_cost)
 
-    def hard(p):
-        res = runner.sweep(root, np.arange(S, S + H), ba.algo, held.structure, held.problem, p,
-                           ba.move_cost, T, held.cfg.record_every, held.problem_per_seed)
-        return _ms(np.asarray(res.totals.prediction_regret + res.totals.movement_cost))
-
     p0, p1 = to_params(u0), to_params(u_best)
+    # Both points in one grid sweep over the held-out seeds: one compilation, not two.
+    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), p0, p1)
+    held_res = runner.sweep(root, np.arange(S, S + H), ba.algo, held.structure, held.problem,
+                            both, jnp.full((2,), ba.move_cost, fdtype), T, held.cfg.record_every,
+                            held.problem_per_seed, grid=True)
+    held_tot = np.asarray(held_res.totals.prediction_regret + held_res.totals.movement_cost)
+
+    def hard(p):
+        return _ms(held_tot[0 if p is p0 else 1])
+
     out_params = {}
     for name in names:
         def show(p):
@@ -254,11 +282,14 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     t2 = time.perf_counter()
     meta = {
         "config": str(path), "algorithm": entry.name, "kind": "bandit", "dtype": dtype,
+        "overrides": list(overrides),
         "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
         "relaxed": dataclasses.asdict(rc), "trigger_reported_as": "ratio c (> 1)",
+        "select": select, "selected_step": sel_step,
         "seed_rounds": {"tuning_gradient_steps": (steps + 1) * S * T,
                         "gradient_check": check["evaluations"] * S * T,
-                        "heldout_hard": 2 * H * T},
+                        "heldout_hard": 2 * H * T,
+                        "select_hard": (steps + 1) * S * T if select == "hard" else 0},
         "wall_seconds": {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
         "gradient_check": check,
     }
@@ -345,6 +376,7 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
         t2 = time.perf_counter()
     meta = {
         "config": str(path), "algorithm": entry.name, "kind": "oco", "dtype": cfg.dtype,
+        "overrides": list(overrides),
         "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
         "budget": np.asarray(budgets[point]).tolist(), "point": point,
         "eta_initial": np.asarray(base.eta[0]).tolist(),
@@ -360,7 +392,7 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
 def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = None,
          heldout_seeds: int | None = None, horizon: int | None = None,
          algorithm: str | None = None, overrides=(), dtype: str = "float64", point: int = 0,
-         out=None, log=print) -> dict:
+         select: str = "relaxed", out=None, log=print) -> dict:
     """Tune ``params`` (names from :data:`TUNABLE`) of one entry of ``config``; see the module
     docstring. Returns the ``tune.json`` dict; with ``out`` writes ``tune.json`` and
     ``trace.json`` there.
@@ -377,6 +409,9 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
       dtype: bandit configs run in this dtype (default float64: the finite-difference check
         needs it); OCO configs keep their own.
       point: OCO only: the entry's budget point.
+      select: which iterate is ``final``: ``"relaxed"`` (lowest relaxed objective) or
+        ``"hard"`` (lowest hard regret on the tuning seeds: one hard run of the tuning seeds
+        per iterate). OCO configs tune the hard run itself: both are the same.
     """
     from gsjax.cli import find_config
     from gsjax.oco.config import config_kind
@@ -385,13 +420,15 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
     _check_counts(steps, lr, seeds, heldout_seeds)
     if dtype not in ("float32", "float64"):
         raise ConfigError("--dtype", f"must be 'float32' or 'float64', got {dtype!r}")
+    if select not in ("relaxed", "hard"):
+        raise ConfigError("--select", f"must be 'relaxed' or 'hard', got {select!r}")
     path = find_config(str(config))
     if config_kind(path) == "oco":
         result, trace, meta = _tune_oco(path, names, steps, lr, seeds, heldout_seeds, horizon,
                                         algorithm, overrides, point, log)
     else:
         result, trace, meta = _tune_bandit(path, names, steps, lr, seeds, heldout_seeds,
-                                           horizon, algorithm, overrides, dtype, log)
+                                           horizon, algorithm, overrides, dtype, log, select)
     if out is not None:
         from gsjax import results
 
@@ -408,6 +445,7 @@ def _cmd_tune(args) -> int:
     tune(args.config, args.params, steps=args.steps, lr=args.lr, seeds=args.seeds,
          heldout_seeds=args.heldout_seeds, horizon=args.horizon, algorithm=args.algorithm,
          overrides=list(args.set or []), dtype=args.dtype, point=args.point,
+         select=args.select,
          out=args.out or Path("runs") / "tune" / Path(args.config).stem,
          log=(lambda *a, **k: None) if args.quiet else print)
     return 0
@@ -431,6 +469,9 @@ def add_parser(sub) -> None:
     t.add_argument("--dtype", default="float64", help="bandit configs: float64 (default) or "
                                                       "float32")
     t.add_argument("--point", type=int, default=0, help="OCO: the entry's budget point")
+    t.add_argument("--select", default="relaxed", choices=("relaxed", "hard"),
+                   help="final iterate: lowest relaxed objective (default) or lowest hard "
+                        "regret on the tuning seeds")
     t.add_argument("--out", type=Path, help="output folder (default runs/tune/NAME)")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=_cmd_tune)

@@ -38,7 +38,8 @@ def main(tune_dir, grid_dir, out_png):
     b.set_yticks(range(len(betas)), [f"{x:g}" for x in betas])
     b.set_xlabel("trigger ratio c")
     b.set_ylabel("beta")
-    fig.colorbar(im, ax=b, label="held-out hard regret")
+    lo, hi = grid["meta"]["seed_ids"]  # the grid's seeds: held-out (S..) or tuning (0..S-1)
+    fig.colorbar(im, ax=b, label=f"hard regret, seeds {lo}..{hi - 1}")
 
     def pos(beta, c):  # fractional grid coordinates (log scale)
         fx = np.interp(math.log(c), np.log(trig), np.arange(len(trig)))
@@ -53,7 +54,7 @@ def main(tune_dir, grid_dir, out_png):
     b.plot(g[1], g[0], "s", mfc="none", mec="orange", ms=12, mew=2,
            label=f"grid best: {vals[g]:.0f}")
     b.legend(fontsize=7, loc="upper right")
-    b.set_title("held-out hard regret")
+    b.set_title(f"grid: hard regret on seeds {lo}..{hi - 1}; o, x: held-out", fontsize=9)
     fig.tight_layout()
     Path(out_png).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=80)
