@@ -1,6 +1,6 @@
 """Figure and numbers of the README's gradient-tuning section (gsjax tune vs a [grid] sweep).
 
-    python scripts/tune_figure.py runs/tune/s72_bt runs/tune/s72_grid docs/tune/section7_2.png
+    python scripts/tune_figure.py runs/tune/s73_bt_smooth runs/tune/s73_grid_signed_tune docs/tune/section7_3.png
 
 Left: the relaxed objective along the Adam steps. Right: the grid's held-out hard regret of the
 tuned entry over (beta, trigger ratio), the initial point (o) and the tuned point (x).
