@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 
-import jax
+# The default run uses two pytest-xdist workers (`python -m pytest -q -n 2`): on a GPU machine
+# each worker is its own process, and XLA's default preallocation (75 % of the GPU memory per
+# process) would starve the second one.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402  (after the environment variable above)
 import jax.numpy as jnp
 import pytest
 
