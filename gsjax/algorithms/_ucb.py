@@ -40,11 +40,14 @@ __all__ = ["KINDS", "make_ucb", "exploration_radius", "coords_of"]
 KINDS = ("linucb", "lazy", "async_lazy")
 
 
-def exploration_radius(spec: AgentSpec, params: AgentParams, problem: Problem, t) -> jax.Array:
-    """(k,) ``beta_{t,i}`` after ``t`` observations."""
+def exploration_radius(spec: AgentSpec, params: AgentParams, problem: Problem, t,
+                       feat_mask: jax.Array | None = None) -> jax.Array:
+    """(k,) ``beta_{t,i}`` after ``t`` observations; ``d_i`` counts the features of
+    ``feat_mask`` (default ``problem.feat_mask``; ``adaptive_lazy`` passes its kept ones)."""
     if spec.beta_mode == "constant":
         return params.beta
-    d_i = jnp.sum(problem.feat_mask, axis=-1).astype(params.lambda_reg.dtype)
+    mask = problem.feat_mask if feat_mask is None else feat_mask
+    d_i = jnp.sum(mask, axis=-1).astype(params.lambda_reg.dtype)
     lam = params.lambda_reg
     log_term = jnp.log((1.0 + t / lam) / params.oful_delta)
     return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
@@ -55,6 +58,20 @@ def coords_of(problem: Problem, criteria: jax.Array, num_coords: int) -> jax.Arr
     hit = (criteria[:, None] & problem.scope_mask).astype(jnp.int32).reshape(-1)
     counts = jnp.zeros((num_coords,), jnp.int32).at[problem.scopes.reshape(-1)].max(hit)
     return counts > 0
+
+
+def solve_lcb(key, structure: Structure, spec: AgentSpec, problem: Problem, theta_hat, inv,
+              beta, s_init, free, params: AgentParams):
+    """``(s, lcb_value, residual)``: the spec's solver (vertex enumeration or PGD) on the LCB
+    of ``theta_hat`` / ``inv`` over the ``free`` coordinates, from ``s_init``."""
+    if spec.solver == "vertex":
+        return lcb.minimise_vertex(structure, problem, theta_hat, inv, beta, s_init, free)
+    return lcb.minimise_pgd(
+        key, structure, problem, theta_hat, inv, beta, s_init, free,
+        num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
+        learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
+        include_current=spec.pgd_include_current,
+    )
 
 
 def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorithm:
@@ -69,14 +86,8 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
 
     def solve(key, stats, beta, s_init, free, params, problem):
         theta_hat = jax.vmap(linalg.theta_hat)(stats)
-        if spec.solver == "vertex":
-            return lcb.minimise_vertex(structure, problem, theta_hat, stats.inv, beta, s_init, free)
-        return lcb.minimise_pgd(
-            key, structure, problem, theta_hat, stats.inv, beta, s_init, free,
-            num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
-            learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
-            include_current=spec.pgd_include_current,
-        )
+        return solve_lcb(key, structure, spec, problem, theta_hat, stats.inv, beta, s_init, free,
+                         params)
 
     def init(key, params: AgentParams, problem: Problem) -> BanditState:
         dtype = problem.theta.dtype

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import lcb, linalg
+from gsjax.algorithms._ucb import exploration_radius, solve_lcb
 from gsjax.algorithms.base import (
     AgentParams,
     AgentSpec,
@@ -224,25 +225,13 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
     n, k, d = sup.num_coords, sup.num_criteria, sup.feature_dim
     kind, tau, gamma = structure.features, int(adaptive.warmup), float(adaptive.gamma)
 
-    def radius(params: AgentParams, keep, t):
-        if spec.beta_mode == "constant":
-            return params.beta
-        d_i = jnp.sum(keep, axis=-1).astype(params.lambda_reg.dtype)
-        lam = params.lambda_reg
-        log_term = jnp.log((1.0 + t / lam) / params.oful_delta)
-        return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
+    def radius(params: AgentParams, keep, t):  # d_i = the kept features of criterion i
+        return exploration_radius(spec, params, None, t, feat_mask=keep)
 
     def solve(key, stats, scope_keep, beta, s_init, free, params, problem):
         prob = super_problem(structure, problem, scope_keep)
         theta_hat = restricted_theta_hat(stats, prob.feat_mask)
-        if spec.solver == "vertex":
-            return lcb.minimise_vertex(sup, prob, theta_hat, stats.inv, beta, s_init, free)
-        return lcb.minimise_pgd(
-            key, sup, prob, theta_hat, stats.inv, beta, s_init, free,
-            num_steps=spec.pgd_steps, num_starts=spec.pgd_starts,
-            learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
-            include_current=spec.pgd_include_current,
-        )
+        return solve_lcb(key, sup, spec, prob, theta_hat, stats.inv, beta, s_init, free, params)
 
     def init(key, params: AgentParams, problem: Problem) -> AdaptiveState:
         dtype = problem.theta.dtype
