@@ -218,25 +218,37 @@ def exact_loss(data: FairnessData, tau: jax.Array) -> jax.Array:
 def batch_loss(key: jax.Array, spec: FairnessSpec, data: FairnessData, tau: jax.Array
                ) -> jax.Array:
     """() the observed loss of one batch of ``spec.batch_size`` rows drawn with replacement."""
-    b = spec.batch_size
-    idx = jax.random.randint(key, (b,), 0, data.scores.shape[0])
-    pred = data.scores[idx] >= tau.astype(data.scores.dtype)
-    y, m = data.labels[idx], data.male[idx]
+    idx = _batch_rows(key, spec, data)
+    pred = (data.scores[idx] >= tau.astype(data.scores.dtype)).astype(data.table.dtype)
+    return _batch_value(spec, data, idx, pred)
+
+
+def _batch_rows(key: jax.Array, spec: FairnessSpec, data: FairnessData) -> jax.Array:
+    """(B,) held-out rows of one round's batch, drawn with replacement from ``key``."""
+    return jax.random.randint(key, (spec.batch_size,), 0, data.scores.shape[0])
+
+
+def _batch_value(spec: FairnessSpec, data: FairnessData, idx: jax.Array, pred: jax.Array
+                 ) -> jax.Array:
+    """() error rate + the spec's gap estimate on the rows ``idx``, from predictions ``pred``
+    (B,) in ``[0, 1]``: 0/1 in the hard environment (every sum below is then an exact count),
+    soft in the smoothed one."""
     dtype = data.table.dtype
-    err = jnp.mean((pred != y).astype(dtype))
+    y, m = data.labels[idx].astype(dtype), data.male[idx]
+    err = jnp.mean(pred * (1.0 - y) + (1.0 - pred) * y)
     if spec.gap_estimator == "plain":
         def tpr(g):
-            pos = jnp.sum((y & g).astype(dtype))
-            return jnp.sum((pred & y & g).astype(dtype)) / jnp.maximum(pos, 1.0)
+            g = g.astype(dtype)
+            return jnp.sum(pred * y * g) / jnp.maximum(jnp.sum(y * g), 1.0)
 
         gap = jnp.abs(tpr(m) - tpr(~m))
     elif spec.gap_estimator in ("signed", "split"):
-        w = jnp.where(m, data.inv_pos_share[0], -data.inv_pos_share[1])
-        z = jnp.where(pred & y, w, 0.0).astype(dtype)  # mean(z) is unbiased for TPR_m - TPR_f
+        w = jnp.where(m, data.inv_pos_share[0], -data.inv_pos_share[1]).astype(dtype)
+        z = pred * y * w  # mean(z) is unbiased for TPR_m - TPR_f
         if spec.gap_estimator == "signed":
             gap = jnp.mean(z)
         else:
-            h = b // 2
+            h = spec.batch_size // 2
             za, zb = jnp.mean(z[:h]), jnp.mean(z[h:])
             gap = 0.5 * (jnp.sign(za) * zb + jnp.sign(zb) * za)
     else:
@@ -406,27 +418,7 @@ def smoothed_batch_loss(key: jax.Array, spec: FairnessSpec, data: FairnessData, 
                         ) -> jax.Array:
     """() :func:`batch_loss` with soft predictions: the same rows (same key, same draw), each
     ``1[score >= tau]`` replaced by ``sigma((score - tau) / h)``, the same gap estimator."""
-    b = spec.batch_size
-    idx = jax.random.randint(key, (b,), 0, data.scores.shape[0])
+    idx = _batch_rows(key, spec, data)
     dtype = data.table.dtype
     p = jax.nn.sigmoid((data.scores[idx].astype(dtype) - tau.astype(dtype)) / data.bandwidth)
-    y, m = data.labels[idx].astype(dtype), data.male[idx]
-    err = jnp.mean(p * (1.0 - y) + (1.0 - p) * y)
-    if spec.gap_estimator == "plain":
-        def tpr(g):
-            g = g.astype(dtype)
-            return jnp.sum(p * y * g) / jnp.maximum(jnp.sum(y * g), 1.0)
-
-        gap = jnp.abs(tpr(m) - tpr(~m))
-    elif spec.gap_estimator in ("signed", "split"):
-        w = jnp.where(m, data.inv_pos_share[0], -data.inv_pos_share[1]).astype(dtype)
-        z = p * y * w
-        if spec.gap_estimator == "signed":
-            gap = jnp.mean(z)
-        else:
-            h = b // 2
-            za, zb = jnp.mean(z[:h]), jnp.mean(z[h:])
-            gap = 0.5 * (jnp.sign(za) * zb + jnp.sign(zb) * za)
-    else:
-        raise ValueError(f"unknown gap estimator {spec.gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
-    return err + gap
+    return _batch_value(spec, data, idx, p)
