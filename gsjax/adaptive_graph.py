@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -272,17 +271,14 @@ def run_all(path, out, overrides=(), seeds=None, log=print, taus=None,
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce --long`` section (quick: 4 seeds, 200 rounds, a 2 x 8 recovery grid)."""
     from gsjax.config import load_config
+    from gsjax.report import script_section
 
     cfg = load_config(path)
     over = (["seeds=4", "horizon=200", "record_every=10", "paper.tau_sweep=[25,100]",
              "paper.recovery_seeds=8"] if quick else [])
     folder = Path(out) / cfg.name
     _, md = run_all(path, folder, over, log=log)
-    paper = cfg.paper
-    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
-            cfg.description.strip(), "", *md, "",
-            f"Paper's claim: {paper.get('claims', '')}", "",
-            f"![{cfg.name}]({cfg.name}/adaptive_graph.png)", ""]
+    return script_section(cfg, md, "adaptive_graph.png")
 
 
 def main(argv=None) -> int:
@@ -299,6 +295,7 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", help="also copy adaptive_graph.{png,json,md} to this folder")
     args = ap.parse_args(argv)
     from gsjax.cli import find_config
+    from gsjax.results import copy_outputs
 
     out = Path(args.out)
     taus = {float(a.split("=")[0]): int(a.split("=")[1]) for a in args.tau} or None
@@ -306,11 +303,7 @@ def main(argv=None) -> int:
                     horizon=args.horizon)
     print("\n".join(md))
     if args.docs:
-        docs = Path(args.docs)
-        docs.mkdir(parents=True, exist_ok=True)
-        for f in ("adaptive_graph.png", "adaptive_graph.json", "adaptive_graph.md"):
-            shutil.copyfile(out / f, docs / f)
-        print(f"copied to {docs}")
+        print(f"copied to {copy_outputs(out, args.docs, 'adaptive_graph')}")
     return 0
 
 

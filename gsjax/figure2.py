@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -188,11 +187,9 @@ def main(argv=None) -> int:
     write_text(out / "figure2.md", "\n".join(md) + "\n")
     print("\n".join(md))
     if args.docs:
-        docs = Path(args.docs)
-        docs.mkdir(parents=True, exist_ok=True)
-        for f in ("figure2.png", "figure2.json", "figure2.md"):
-            shutil.copyfile(out / f, docs / f)
-        print(f"copied to {docs}")
+        from gsjax.results import copy_outputs
+
+        print(f"copied to {copy_outputs(out, args.docs, 'figure2')}")
     return 0
 
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["stiffness", "run_k_sweep", "table", "plot", "report_section", "main"]
+__all__ = ["stiffness", "run_k_sweep", "table", "plot", "run_all", "report_section", "main"]
 
 
 def stiffness(k: int, lo: float, hi: float, seed: int) -> np.ndarray:
@@ -58,7 +57,7 @@ def run_k_sweep(path, out, overrides=(), seeds=None, horizon=None, log=print) ->
         if k in seeds:
             extra.append(f"seeds={seeds[k]}")
         if horizon is not None:
-            extra += [f"horizon={horizon}", f"record_every={horizon // 10}"]
+            extra += [f"horizon={horizon}", f"record_every={max(1, horizon // 10)}"]
         cfg = load_config(path, [*overrides, *extra])
         log(f"-- k = {k}: {cfg.seeds} seeds x {cfg.horizon} rounds")
         s = run_config(cfg, out / f"k{k}", log=log, figures=False)
@@ -123,27 +122,34 @@ def plot(result: dict, path) -> Path:
     return _save(fig, Path(path))
 
 
-def report_section(path, out, quick: bool, log) -> list[str]:
-    """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
-    size the README reports (about 35 min on 2 CPU cores); quick: 4 seeds x 20 rounds."""
-    from gsjax.config import load_config
+def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
+            ) -> tuple[dict, list[str]]:
+    """The k sweep, ``large_graphs.{json,png,md}`` in ``out``; returns the result and its
+    markdown lines (the command first). ``seeds``: {k: S}; ``horizon``: T for every k."""
     from gsjax.results import write_text
 
-    cfg = load_config(path)
-    horizon = 20 if quick else 200
-    seeds = {k: 4 for k in cfg.paper["k_sweep"]} if quick else None
-    folder = Path(out) / cfg.name
-    res = run_k_sweep(path, folder, (), seeds, horizon, log=log)
-    plot(res, folder / "large_graphs.png")
-    cmd = (f"python -m gsjax.large_graphs {Path(path).stem} --horizon {horizon}"
-           + "".join(f" --seeds {k}={s}" for k, s in (seeds or {}).items()))
+    out = Path(out)
+    res = run_k_sweep(path, out, overrides, seeds, horizon, log=log)
+    plot(res, out / "large_graphs.png")
+    cmd = (f"python -m gsjax.large_graphs {Path(path).stem}"
+           + "".join(f" --set {o}" for o in overrides)
+           + "".join(f" --seeds {k}={s}" for k, s in (seeds or {}).items())
+           + (f" --horizon {horizon}" if horizon else ""))
     md = [f"Command: `{cmd}`", ""] + table(res)
-    write_text(folder / "large_graphs.md", "\n".join(md) + "\n")
-    paper = cfg.paper
-    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
-            cfg.description.strip(), "", *md, "",
-            f"Paper's claim: {paper.get('claims', '')}", "",
-            f"![{cfg.name}]({cfg.name}/large_graphs.png)", ""]
+    write_text(out / "large_graphs.md", "\n".join(md) + "\n")
+    return res, md
+
+
+def report_section(path, out, quick: bool, log) -> list[str]:
+    """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
+    size the README reports (about 35 min on 2 quiet CPU cores); quick: 4 seeds x 20 rounds."""
+    from gsjax.config import load_config
+    from gsjax.report import script_section
+
+    cfg = load_config(path)
+    seeds = {k: 4 for k in cfg.paper["k_sweep"]} if quick else None
+    _, md = run_all(path, Path(out) / cfg.name, (), seeds, 20 if quick else 200, log=log)
+    return script_section(cfg, md, "large_graphs.png")
 
 
 def main(argv=None) -> int:
@@ -157,24 +163,13 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", help="also copy large_graphs.{png,json,md} to this folder")
     args = ap.parse_args(argv)
     from gsjax.cli import find_config
-    from gsjax.results import write_text
+    from gsjax.results import copy_outputs
 
     seeds = {int(a.split("=")[0]): int(a.split("=")[1]) for a in args.seeds}
-    res = run_k_sweep(find_config(args.config), args.out, args.set, seeds, args.horizon)
-    out = Path(args.out)
-    plot(res, out / "large_graphs.png")
-    cmd = (f"python -m gsjax.large_graphs {args.config}" + "".join(f" --set {o}" for o in args.set)
-           + "".join(f" --seeds {s}" for s in args.seeds)
-           + (f" --horizon {args.horizon}" if args.horizon else ""))
-    md = [f"Command: `{cmd}`", ""] + table(res)
-    write_text(out / "large_graphs.md", "\n".join(md) + "\n")
+    _, md = run_all(find_config(args.config), args.out, args.set, seeds, args.horizon)
     print("\n".join(md))
     if args.docs:
-        docs = Path(args.docs)
-        docs.mkdir(parents=True, exist_ok=True)
-        for f in ("large_graphs.png", "large_graphs.json", "large_graphs.md"):
-            shutil.copyfile(out / f, docs / f)
-        print(f"copied to {docs}")
+        print(f"copied to {copy_outputs(args.out, args.docs, 'large_graphs')}")
     return 0
 
 

@@ -18,7 +18,7 @@ from gsjax.cli import config_dirs, run_config
 from gsjax.config import load_config
 from gsjax.results import write_text
 
-__all__ = ["paper_configs", "reproduce", "experiment_section"]
+__all__ = ["paper_configs", "reproduce", "experiment_section", "script_section"]
 
 
 def paper_configs(long: bool = False) -> list[Path]:
@@ -37,6 +37,17 @@ def paper_configs(long: bool = False) -> list[Path]:
             if p.stem not in out and paper and (long or not paper.get("script")):
                 out[p.stem] = p
     return [out[k] for k in sorted(out)]
+
+
+def script_section(cfg, md: list[str], figure: str) -> list[str]:
+    """Report lines of a long experiment run by its own module (``[paper].script``): heading,
+    description, the module's markdown ``md``, the paper's claim and ``figure`` (relative to the
+    config's folder in the report's folder)."""
+    paper = cfg.paper
+    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
+            cfg.description.strip(), "", *md, "",
+            f"Paper's claim: {paper.get('claims', '')}", "",
+            f"![{cfg.name}]({cfg.name}/{figure})", ""]
 
 
 def _quick_overrides(cfg) -> list[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz"]
+__all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz",
+           "copy_outputs"]
 
 
 def _umask() -> int:
@@ -66,3 +67,14 @@ def read_json(path) -> dict:
 def read_npz(path) -> dict[str, np.ndarray]:
     with np.load(path) as z:
         return {k: z[k] for k in z.files}
+
+
+def copy_outputs(out, docs, stem: str, suffixes=("png", "json", "md")) -> Path:
+    """Copy ``out/STEM.{png,json,md}`` into the folder ``docs`` (created); returns it."""
+    import shutil
+
+    docs = Path(docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    for suffix in suffixes:
+        shutil.copyfile(Path(out) / f"{stem}.{suffix}", docs / f"{stem}.{suffix}")
+    return docs
