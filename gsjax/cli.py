@@ -296,8 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--only", action="append", help="only these experiments (repeatable; a long "
                                                     "experiment named here runs too)")
     rp.add_argument("--long", action="store_true",
-                    help="also the long experiments: adaptive_graph (Section 5.2, ~12 min) and "
-                         "large_graphs (Section 5.1 at scale, ~35 min) on 2 CPU cores")
+                    help="also the long experiments: adaptive_graph (Section 5.2; 8.4 min at 50 "
+                         "seeds) and large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
+                         "cores)")
     rp.set_defaults(func=_cmd_reproduce)
 
     from gsjax.tuner_cli import add_parser as add_tuner_parser

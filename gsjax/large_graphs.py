@@ -142,7 +142,7 @@ def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
 
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
-    size the README reports (about 35 min on 2 quiet CPU cores); quick: 4 seeds x 20 rounds."""
+    size the README reports (59 min on 2 loaded CPU cores); quick: 4 seeds x 20 rounds."""
     from gsjax.config import load_config
     from gsjax.report import script_section
 
