@@ -44,6 +44,7 @@ __all__ = [
     "make_sweep",
     "sweep",
     "shard_seed_axis",
+    "carry_sharding",
     "SweepResult",
     "NonFiniteFeedback",
 ]
@@ -338,6 +339,17 @@ def run_compact(
     return carry.state, carry.totals, records
 
 
+def _seed_mesh() -> jax.sharding.Mesh:
+    """A 1-D mesh ``("seeds",)`` over every device.
+
+    Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
+    under which vmap refuses operands with different shardings).
+    """
+    return jax.make_mesh(
+        (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
+    )
+
+
 def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
     """Place the seed axis of ``keys`` (and of a per-seed problem) on a 1-D device mesh.
 
@@ -345,11 +357,7 @@ def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
     """
     from jax.sharding import NamedSharding, PartitionSpec
 
-    # Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
-    # under which vmap refuses operands with different shardings).
-    mesh = jax.make_mesh(
-        (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
-    )
+    mesh = _seed_mesh()
     by_seed = NamedSharding(mesh, PartitionSpec("seeds"))
     keys = jax.device_put(keys, by_seed)
     if per_seed_problem is not None:
@@ -357,6 +365,20 @@ def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
     else:
         problem = jax.device_put(problem, NamedSharding(mesh, PartitionSpec()))
     return keys, problem
+
+
+def carry_sharding(carry_shapes, grid: bool = False):
+    """One sharding per carry leaf: the seed axis (0, or 1 under a grid) split over devices.
+
+    The chunked runner places the carry with it after ``init`` and on resume, and compiles the
+    chunk to return it, so every chunk receives the sharding it was compiled for (XLA is free
+    to pick another for an unconstrained output, and a reused executable refuses it).
+    """
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    spec = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
+    by_seed = NamedSharding(_seed_mesh(), spec)
+    return jax.tree_util.tree_map(lambda _: by_seed, carry_shapes)
 
 
 class NonFiniteFeedback(FloatingPointError):
@@ -559,6 +581,13 @@ def sweep(
     )
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
     axis = 2 if grid else 1
+    carry_shapes = jax.eval_shape(init_fn, keys, problem, params)
+    if shard:
+        # One sharding for the carry across chunks: init returns it, a resumed carry is placed
+        # on it, and the chunk is compiled to take and return it.
+        c_shard = carry_sharding(carry_shapes, grid)
+        init_fn = jax.jit(init_fn, out_shardings=c_shard)
+        chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
     t0 = time.perf_counter()
     if start is None:
         init_c = init_fn.lower(keys, problem, params).compile()
@@ -567,8 +596,10 @@ def sweep(
         done, pieces = 0, []
     else:
         leaves, done, so_far = start
-        treedef = jax.tree_util.tree_structure(jax.eval_shape(init_fn, keys, problem, params))
+        treedef = jax.tree_util.tree_structure(carry_shapes)
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
+        if shard:
+            carry = jax.device_put(carry, c_shard)
         pieces = [so_far] if done else []
         t1 = time.perf_counter()
     t2 = time.perf_counter()

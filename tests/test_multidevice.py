@@ -1,0 +1,78 @@
+"""The command line on 2 and 4 (fake CPU) devices writes what it writes on one.
+
+Each device count runs ``tests/multidevice_driver.py`` in its own process (the device count is
+fixed when JAX starts): a run of several chunks, a crash after a checkpoint and ``--resume``, a
+grid, an ask/tell tuner loop and ``gsjax tune``. Summaries must agree once timings and device
+lists are dropped; arrays bit for bit (the seed-sharded program does the same arithmetic per
+seed on CPU). Before the fix, the second chunk of any multi-device run was refused by the
+compiled first chunk (issue 14).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DRIVER = Path(__file__).with_name("multidevice_driver.py")
+RUN_FOLDERS = ("chunks", "resumed", "grid")
+# Keys whose values are machine facts, not results.
+NOT_RESULTS = {"compile_seconds", "run_seconds", "wall_seconds", "devices", "git_commit"}
+
+
+def _drive(out: Path, devices: int) -> Path:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flags = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=", "--x=")
+    env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}"
+    proc = subprocess.run([sys.executable, str(DRIVER), str(out)], capture_output=True,
+                          text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads((out / "devices.json").read_text()) == devices
+    return out
+
+
+def _results(x):
+    if isinstance(x, dict):
+        return {k: _results(v) for k, v in x.items() if k not in NOT_RESULTS}
+    if isinstance(x, list):
+        return [_results(v) for v in x]
+    return x
+
+
+def test_cli_on_two_and_four_devices_equals_one(tmp_path):
+    # One test, not one per device count: under pytest-xdist a shared fixture would run the
+    # single-device reference once per worker.
+    single = _drive(tmp_path / "devices1", 1)
+    for devices in (2, 4):
+        _compare(single, _drive(tmp_path / f"devices{devices}", devices), devices)
+
+
+def _compare(single: Path, many: Path, devices: int) -> None:
+    for name in RUN_FOLDERS:
+        a = json.loads((single / name / "summary.json").read_text())
+        b = json.loads((many / name / "summary.json").read_text())
+        assert b["meta"]["devices"] == [f"cpu:{i}" for i in range(devices)]
+        assert _results(a) == _results(b), name
+        assert not (many / name / "checkpoint.npz").exists()
+        with np.load(single / name / "arrays.npz") as za, np.load(many / name / "arrays.npz") as zb:
+            assert sorted(za.files) == sorted(zb.files), name
+            for key in za.files:
+                np.testing.assert_array_equal(za[key], zb[key], err_msg=f"{name}: {key}")
+    # The resumed run is the uninterrupted one, on either device count.
+    with np.load(many / "chunks" / "arrays.npz") as za, np.load(many / "resumed" / "arrays.npz") as zb:
+        for key in za.files:
+            np.testing.assert_array_equal(za[key], zb[key], err_msg=key)
+    # Every algorithm re-optimised: the comparison is not between two empty runs.
+    summary = json.loads((many / "chunks" / "summary.json").read_text())
+    assert all(a["reoptimisations"]["mean"] > 0 for a in summary["algorithms"].values())
+    assert (json.loads((single / "tuner_status.json").read_text())
+            == json.loads((many / "tuner_status.json").read_text()))
+    assert (_results(json.loads((single / "tune" / "tune.json").read_text()))
+            == _results(json.loads((many / "tune" / "tune.json").read_text())))
+    ta = json.loads((single / "tune" / "trace.json").read_text())
+    tb = json.loads((many / "tune" / "trace.json").read_text())
+    assert ta["trace"] == tb["trace"]
