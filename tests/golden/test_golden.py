@@ -1,0 +1,70 @@
+"""Golden outputs: every built-in config at a tiny size, the tuner and ``gsjax tune``.
+
+Recorded by ``tests/golden/record.py`` before the one-core refactor; a refactor keeps them.
+With the JAX version they were recorded with, numbers must be equal bit for bit (the same
+arithmetic on the same CPU). With another JAX version XLA may fuse differently, so floats are
+compared to ``rtol = 1e-4`` (float32 runs over a few rounds) and integers and decisions
+exactly; re-record (and say why) only for a change meant to move numbers.
+
+The configs whose own test files run them end to end (Adult, the joint factor graph, the
+adaptive graph, the large graphs) and the OCO tune are in ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import CASES  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+SLOW = {"run_section7_3", "run_figure2_joint", "run_adaptive_graph", "run_large_graphs",
+        "tune_oco"}
+RTOL = 1e-4
+
+
+def _close(a, b, exact: bool, path: str = "") -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b), path
+        for k in a:
+            _close(a[k], b[k], exact, f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, exact, f"{path}[{i}]")
+    elif isinstance(a, float) and not exact:
+        assert isinstance(b, (int, float)), path
+        assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=RTOL,
+                                                                 abs_tol=1e-6), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in CASES])
+def test_golden(name, tmp_path):
+    fn, arg = CASES[name]
+    doc, arrays = fn(arg, tmp_path)
+    ref = json.loads((DATA / f"{name}.json").read_text())
+    exact = ref["jax_version"] == jax.__version__
+    _close(ref["doc"], json.loads(json.dumps(doc)), exact)
+    if name.startswith("run_") and "algorithms" in doc:
+        for algo in doc["algorithms"].values():  # s* is the minimiser of the expected loss
+            if "prediction_regret" in algo:
+                assert algo["prediction_regret"]["mean"] >= -1e-4, name
+    with np.load(DATA / f"{name}.npz") as z:
+        assert sorted(z.files) == sorted(arrays)
+        for key in z.files:
+            want, got = z[key], np.asarray(arrays[key])
+            assert want.dtype == got.dtype and want.shape == got.shape, key
+            if exact or not np.issubdtype(want.dtype, np.floating):
+                np.testing.assert_array_equal(got, want, err_msg=key)
+            else:
+                np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-6, err_msg=key)
