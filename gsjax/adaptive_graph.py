@@ -32,6 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+from gsjax import runner
+from gsjax.algorithms import adaptive as A
+from gsjax.config import find_config, load_config
+from gsjax.experiment import build, run_config
+from gsjax.plotting import _plt, _save
+from gsjax.report import script_section
+from gsjax.results import copy_outputs, read_npz, write_json, write_text
+
 __all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "run_all",
            "report_section", "main"]
 
@@ -54,10 +62,6 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from gsjax import runner
-    from gsjax.algorithms import adaptive as A
-    from gsjax.config import load_config
-    from gsjax.experiment import build
 
     base = load_config(path, list(overrides))
     paper = base.paper
@@ -99,9 +103,6 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
 
 def regret_runs(path, out, grid: dict, overrides=(), seeds=None, log=print) -> list[dict]:
     """One ``gsjax run`` per gamma with ``warmup = tau(gamma)``; summaries and curves."""
-    from gsjax.cli import run_config
-    from gsjax.config import load_config
-    from gsjax.results import read_npz
 
     base = load_config(path, list(overrides))
     out = Path(out)
@@ -189,7 +190,6 @@ def regret_table(result: dict) -> list[str]:
 
 def plot(result: dict, path) -> Path:
     """Recovery against tau per gamma; cumulative total regret of the arms per gamma."""
-    from gsjax.plotting import _plt, _save
 
     plt = _plt()
     regs = result["regret"]
@@ -227,7 +227,6 @@ def plot(result: dict, path) -> Path:
 def given_taus(path, taus: dict, overrides=()) -> dict:
     """A stand-in for :func:`recovery_grid` when every gamma's warm-up is given
     (``taus[gamma] = tau``): one row per gamma, recovery not measured (NaN)."""
-    from gsjax.config import load_config
 
     gammas = load_config(path, list(overrides)).paper["gamma_sweep"]
     missing = [g for g in gammas if g not in taus]
@@ -243,7 +242,6 @@ def run_all(path, out, overrides=(), seeds=None, log=print, taus=None,
     result and its markdown lines (the command first). With ``taus`` ({gamma: tau} for every
     gamma) the recovery grid is skipped and those warm-ups are used; ``horizon`` sets ``T`` of
     the regret runs."""
-    from gsjax.results import write_json, write_text
 
     out = Path(out)
     overrides = list(overrides)
@@ -270,8 +268,6 @@ def run_all(path, out, overrides=(), seeds=None, log=print, taus=None,
 
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce --long`` section (quick: 4 seeds, 200 rounds, a 2 x 8 recovery grid)."""
-    from gsjax.config import load_config
-    from gsjax.report import script_section
 
     cfg = load_config(path)
     over = (["seeds=4", "horizon=200", "record_every=10", "paper.tau_sweep=[25,100]",
@@ -294,8 +290,6 @@ def main(argv=None) -> int:
                          "is skipped")
     ap.add_argument("--docs", help="also copy adaptive_graph.{png,json,md} to this folder")
     args = ap.parse_args(argv)
-    from gsjax.cli import find_config
-    from gsjax.results import copy_outputs
 
     out = Path(args.out)
     taus = {float(a.split("=")[0]): int(a.split("=")[1]) for a in args.tau} or None

@@ -11,75 +11,17 @@ import sys
 import time
 from pathlib import Path
 
-from gsjax.config import ConfigError, ExperimentConfig, config_hash, config_to_dict, load_config
+from gsjax import experiment, plotting, results, tune, tuner_cli
+from gsjax.config import ConfigError, find_config, load_config, parse_config
+from gsjax.experiment import run_config, write_results
+from gsjax.oco import cli as oco_cli
+from gsjax.oco import experiment as oco_experiment
+from gsjax.oco.config import config_kind
+from gsjax.results import read_json
 
-__all__ = ["main", "find_config", "run_config", "write_results", "DEFAULT_CONFIG"]
+__all__ = ["main", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG = "section7_2"
-_REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-
-
-def config_dirs() -> list[Path]:
-    """Where built-in config names are looked up: ``./configs``, then the repository's."""
-    dirs = [Path.cwd() / "configs", _REPO_CONFIGS]
-    out = []
-    for d in dirs:
-        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
-            out.append(d)
-    return out
-
-
-def find_config(name_or_path: str) -> Path:
-    """A config path from a path or a built-in name (``section7_1`` -> ``configs/section7_1.toml``)."""
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    for d in config_dirs():
-        for cand in (d / name_or_path, d / f"{name_or_path}.toml"):
-            if cand.is_file():
-                return cand
-    known = sorted({c.stem for d in config_dirs() for c in d.glob("*.toml")})
-    raise ConfigError("<file>", f"no config file or built-in config {name_or_path!r}; built-in: {known}")
-
-
-def _git_commit() -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-            text=True, timeout=5,
-        )
-        return out.stdout.strip() or None
-    except Exception:
-        return None
-
-
-def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
-    """Write a run folder from an :class:`~gsjax.experiment.ExperimentResult`; returns the summary.
-
-    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures,
-    each written atomically.
-    """
-    from gsjax import experiment, plotting, results
-
-    cfg = res.built.cfg
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results.write_json(out / "config.json", config_to_dict(cfg))
-    summary = experiment.summarise(res)
-    summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
-                           **(extra_meta or {}))
-    arrays = experiment.arrays(res)
-    results.write_npz(out / "arrays.npz", arrays)
-    if figures:
-        paths = plotting.plot_all(arrays, out, name=cfg.name)
-        summary["meta"]["figures"] = [p.name for p in paths]
-    results.write_json(out / "summary.json", summary)
-    log(f"wrote {out}/summary.json")
-    return summary
-
-
 def progress_reporter(stream=None):
     """A progress factory for :func:`gsjax.experiment.run_experiment`.
 
@@ -126,38 +68,6 @@ def progress_reporter(stream=None):
     return factory
 
 
-def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
-               seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
-               checkpoints: bool = True) -> dict:
-    """Run a validated config and write its folder (see :func:`write_results`).
-
-    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders. With ``checkpoints`` (default) the
-    folder holds ``checkpoint.npz`` while the run is in progress and a run on a folder with a
-    checkpoint of the same config resumes it; the checkpoint is removed once the results are
-    written.
-    """
-    from gsjax import checkpoint, experiment, results
-
-    t0 = time.perf_counter()
-    built = experiment.build(cfg, seed_start)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / checkpoint.FILENAME).exists():
-        results.write_json(out / "config.json", config_to_dict(cfg))
-    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
-        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
-    res = experiment.run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds,
-                                    progress=progress,
-                                    checkpoint_dir=out if checkpoints else None)
-    summary = write_results(res, out, log=log, figures=figures,
-                            extra_meta={"wall_seconds": time.perf_counter() - t0,
-                                        "seed_start": seed_start})
-    if checkpoints:
-        checkpoint.remove(out)
-    return summary
-
-
 def _cmd_run(args) -> int:
     overrides = list(args.set or [])
     if args.seeds is not None:
@@ -165,9 +75,6 @@ def _cmd_run(args) -> int:
     if args.horizon is not None:
         overrides.append(f"horizon={args.horizon}")
     if args.resume is not None:
-        from gsjax.config import parse_config
-        from gsjax.results import read_json
-
         resolved = Path(args.resume) / "config.json"
         if not resolved.is_file():
             raise ConfigError("--resume", f"{resolved} not found: not a gsjax run folder")
@@ -178,9 +85,7 @@ def _cmd_run(args) -> int:
     else:
         path = find_config(args.config)
         if _is_oco(path):  # Section 6 (full-information OCO): gsjax.oco
-            from gsjax.oco.cli import cmd_run
-
-            return cmd_run(args, path, overrides)
+            return oco_cli.cmd_run(args, path, overrides)
         cfg = load_config(path, overrides)
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
@@ -197,27 +102,19 @@ def _cmd_run(args) -> int:
 
 def _is_oco(path) -> bool:
     """Whether a config file is marked ``kind = "oco"`` (handled by :mod:`gsjax.oco`)."""
-    from gsjax.oco.config import config_kind
-
     return config_kind(path) == "oco"
 
 
 def _cmd_merge(args) -> int:
-    from gsjax import experiment
-
     res = experiment.merge(args.dirs)
     write_results(res, args.out, extra_meta={"merged_from": [str(d) for d in args.dirs]})
     return 0
 
 
 def _cmd_check(args) -> int:
-    from gsjax import experiment
-
     path = find_config(args.config)
     if _is_oco(path):
-        from gsjax.oco.cli import cmd_check
-
-        return cmd_check(path, list(args.set or []))
+        return oco_cli.cmd_check(path, list(args.set or []))
     cfg = load_config(path, list(args.set or []))
     experiment.build(cfg)
     print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms)")
@@ -225,16 +122,12 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from gsjax import plotting, results
-
     d = Path(args.dir)
     if not (d / "arrays.npz").is_file():
         raise ConfigError("<file>", f"{d}/arrays.npz not found: not a gsjax run folder")
     arrays = results.read_npz(d / "arrays.npz")
     if results.read_json(d / "summary.json")["meta"].get("kind") == "oco":
-        from gsjax.oco.plotting import replot
-
-        for p in replot(d):
+        for p in oco_experiment.replot(d):
             print(p)
         return 0
     name = results.read_json(d / "summary.json")["meta"].get("name", d.name)
@@ -301,13 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "cores)")
     rp.set_defaults(func=_cmd_reproduce)
 
-    from gsjax.tuner_cli import add_parser as add_tuner_parser
-
-    add_tuner_parser(sub)
-
-    from gsjax.tune import add_parser as add_tune_parser  # gradient tuning (gsjax.tune)
-
-    add_tune_parser(sub)
+    tuner_cli.add_parser(sub)
+    tune.add_parser(sub)  # gradient tuning through relaxed runs
     return p
 
 

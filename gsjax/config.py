@@ -65,6 +65,7 @@ import math
 import os
 import re
 import tomllib
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 __all__ = [
@@ -84,7 +85,10 @@ __all__ = [
     "ThetaConfig",
     "apply_overrides",
     "config_hash",
+    "config_dirs",
     "config_to_dict",
+    "builtin_config_dir",
+    "find_config",
     "load_config",
     "num_coords",
     "num_criteria",
@@ -126,7 +130,9 @@ _NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
 #: Algorithm names accepted by ``[algorithms.NAME].algorithm``. Mutable:
 #: extend it with :func:`register_algorithm_name`.
-ALGORITHM_NAMES: set[str] = {"linucb", "lazy", "async_lazy"}
+ALGORITHM_NAMES: set[str] = {
+    "linucb", "lazy", "async_lazy", "joint_lazy", "joint_linucb", "adaptive_lazy",
+}
 
 
 def register_algorithm_name(name: str) -> None:
@@ -1219,13 +1225,49 @@ def default_record_every(horizon: int) -> int:
     return horizon
 
 
+def builtin_config_dir() -> Path:
+    """The built-in configs: ``gsjax/configs`` in an installed package (package data), the
+    repository's ``configs/`` in a source checkout or an editable install."""
+    here = Path(__file__).resolve().parent
+    installed = here / "configs"
+    return installed if installed.is_dir() else here.parent / "configs"
+
+
+def config_dirs() -> list[Path]:
+    """Where built-in config names are looked up: ``./configs``, then the built-in ones."""
+    out: list[Path] = []
+    for d in (Path.cwd() / "configs", builtin_config_dir()):
+        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
+            out.append(d)
+    return out
+
+
+def find_config(name_or_path: str | os.PathLike) -> Path:
+    """A config path from a path or a built-in name (``section7_1`` -> ``section7_1.toml``).
+
+    Raises:
+        ConfigError: ``field='<file>'``, listing the built-in names, if neither is found.
+    """
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    for d in config_dirs():
+        for cand in (d / p, d / f"{p}.toml"):
+            if cand.is_file():
+                return cand
+    known = sorted({c.stem for d in config_dirs() for c in d.glob("*.toml")})
+    raise ConfigError("<file>", f"no config file or built-in config {os.fspath(name_or_path)!r}; "
+                                f"built-in: {known}")
+
+
 def load_config(
     path: str | os.PathLike, overrides: Sequence[str] = ()
 ) -> ExperimentConfig:
     """Read, override and validate a TOML experiment config file.
 
     Args:
-        path: Path of the TOML file.
+        path: Path of the TOML file, or the name of a built-in config (``"section7_2"``; see
+            :func:`find_config`).
         overrides: Optional ``"dotted.key=value"`` overrides.
 
     Returns:
@@ -1235,6 +1277,8 @@ def load_config(
         ConfigError: ``field='<file>'`` if the file cannot be read or is not
             valid TOML; otherwise as :func:`parse_config`.
     """
+    if not Path(path).exists():
+        path = find_config(path)
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)

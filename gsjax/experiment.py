@@ -13,18 +13,31 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import subprocess
+import time
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax import graphs
+from gsjax import checkpoint, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
-from gsjax.config import AgentConfig, ConfigError, ExperimentConfig, ProblemConfig
+from gsjax.algorithms.adaptive import AdaptiveSpec
+from gsjax.config import (
+    AgentConfig,
+    ConfigError,
+    ExperimentConfig,
+    ProblemConfig,
+    config_hash,
+    config_to_dict,
+    parse_config,
+)
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import Problem, Structure, make_problem, make_structure
-from gsjax.runner import SweepResult, auto_chunk, sweep
+from gsjax.results import read_json, read_npz
+from gsjax.runner import Records, RunTotals, SweepResult, auto_chunk, sweep
 
 __all__ = [
     "BuiltAlgorithm",
@@ -37,6 +50,8 @@ __all__ = [
     "summarise",
     "arrays",
     "merge",
+    "run_config",
+    "write_results",
 ]
 
 
@@ -78,7 +93,6 @@ def grid_points(cfg: ExperimentConfig) -> list[dict]:
 def build_scopes(pc: ProblemConfig) -> graphs.Scopes:
     """Scopes from the problem config (graph generators run on the host)."""
     if pc.environment == "factor":  # node scopes: the union of each node's factors
-        from gsjax import factor
 
         return factor.node_scopes(factor_layout(pc))
     if pc.structure == "blocks":
@@ -153,7 +167,6 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     scopes = build_scopes(pc)
     structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
     if pc.environment == "factor":  # Section 5.3 (gsjax.factor); theta rows checked per factor
-        from gsjax import factor
 
         structure, _ = factor.make_factor_structure(
             factor_layout(pc), pc.features, pc.noise.kind, pc.rff_dim, pc.factor.mixing
@@ -173,8 +186,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
 
     def make(key):
         if pc.environment == "factor":
-            from gsjax import factor
-
+    
             return factor.make_factor_problem(
                 key, structure, factor_layout(pc), theta_distribution=th.distribution,
                 theta_values=th.values, theta_scale=th.scale, noise_sigma=pc.noise.sigma,
@@ -231,7 +243,6 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         if entry.algorithm == "adaptive_lazy":  # Section 5.2: its own static options
-            from gsjax.algorithms.adaptive import AdaptiveSpec
 
             adaptive = AdaptiveSpec(ac.warmup, ac.signal_gamma or 0.0, ac.refined or "lazy")
             algo = REGISTRY[entry.algorithm](structure, spec, adaptive)
@@ -243,7 +254,6 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
 
 def _adult_problem(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes, dtype):
     """Structure and problem of ``environment = "adult"`` (trains the classifier, cached)."""
-    from gsjax import fairness
 
     a = pc.adult
     return fairness.make_adult_problem(
@@ -255,7 +265,6 @@ def _adult_problem(pc: ProblemConfig, structure: Structure, scopes: graphs.Scope
 
 def factor_layout(pc: ProblemConfig):
     """The :class:`gsjax.factor.FactorLayout` of an ``environment = "factor"`` config."""
-    from gsjax import factor
 
     fc = pc.factor
     if fc.layout == "clique":
@@ -307,8 +316,6 @@ def run_experiment(
     runs = {}
     ck = None
     if checkpoint_dir is not None:
-        from gsjax import checkpoint
-        from gsjax.config import config_hash
 
         digest = config_hash(cfg)
         ck = checkpoint.load(checkpoint_dir)
@@ -459,8 +466,7 @@ def summarise(result: ExperimentResult) -> dict:
         meta["s_star"] = np.asarray(p.s_star).tolist()
         meta["loss_star"] = float(p.loss_star)
     if b.structure.environment == "adult":
-        from gsjax import fairness
-
+    
         meta["adult"] = {**fairness.describe(p), **dataclasses.asdict(b.structure.env_spec)}
     if b.structure.environment == "factor":  # Section 5.3
         spec = b.structure.env_spec
@@ -516,9 +522,6 @@ def merge(folders) -> ExperimentResult:
     """
     from pathlib import Path
 
-    from gsjax.config import parse_config
-    from gsjax.results import read_json, read_npz
-    from gsjax.runner import Records, RunTotals
 
     parts = []
     for folder in folders:
@@ -564,3 +567,67 @@ def merge(folders) -> ExperimentResult:
         runs[name] = SweepResult(totals, records, compile_s, run_s, final or None)
     seed_ids = np.concatenate([p[2]["seed_ids"] for p in parts])
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+            text=True, timeout=5,
+        )
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
+    """Write a run folder from an :class:`ExperimentResult`; returns the summary.
+
+    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures,
+    each written atomically.
+    """
+    cfg = res.built.cfg
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results.write_json(out / "config.json", config_to_dict(cfg))
+    summary = summarise(res)
+    summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
+                           **(extra_meta or {}))
+    arr = arrays(res)
+    results.write_npz(out / "arrays.npz", arr)
+    if figures:
+        paths = plotting.plot_all(arr, out, name=cfg.name)
+        summary["meta"]["figures"] = [p.name for p in paths]
+    results.write_json(out / "summary.json", summary)
+    log(f"wrote {out}/summary.json")
+    return summary
+
+
+def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
+               seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
+               checkpoints: bool = True) -> dict:
+    """Run a validated config and write its folder (see :func:`write_results`).
+
+    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
+    ranges and ``gsjax merge`` combines their folders. With ``checkpoints`` (default) the
+    folder holds ``checkpoint.npz`` while the run is in progress and a run on a folder with a
+    checkpoint of the same config resumes it; the checkpoint is removed once the results are
+    written.
+    """
+    t0 = time.perf_counter()
+    built = build(cfg, seed_start)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / checkpoint.FILENAME).exists():
+        results.write_json(out / "config.json", config_to_dict(cfg))
+    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
+        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
+    res = run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds,
+                                    progress=progress,
+                                    checkpoint_dir=out if checkpoints else None)
+    summary = write_results(res, out, log=log, figures=figures,
+                            extra_meta={"wall_seconds": time.perf_counter() - t0,
+                                        "seed_start": seed_start})
+    if checkpoints:
+        checkpoint.remove(out)
+    return summary

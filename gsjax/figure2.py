@@ -30,6 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from gsjax.config import find_config, load_config
+from gsjax.experiment import run_config
+from gsjax.plotting import _plt, _save
+from gsjax.results import copy_outputs, write_json, write_text
+
 __all__ = ["run_k_sweep", "ratio_table", "plot", "report_section", "main"]
 
 
@@ -42,9 +47,6 @@ def _ratio(node: dict, joint: dict) -> tuple[float, float]:
 
 def run_k_sweep(path, out, overrides=(), ks=None, log=print) -> dict:
     """Run the config once per ``k``; returns the ``figure2.json`` content."""
-    from gsjax.cli import run_config
-    from gsjax.config import load_config
-    from gsjax.results import write_json
 
     out = Path(out)
     base = load_config(path, list(overrides))
@@ -111,7 +113,6 @@ def ratio_table(result: dict) -> list[str]:
 
 def plot(result: dict, path) -> Path:
     """Two panels: regret at T against k (log-log), and the ratios against sqrt(k)."""
-    from gsjax.plotting import _plt, _save
 
     plt = _plt()
     ks = np.array([r["k"] for r in result["rows"]], float)
@@ -144,7 +145,6 @@ def plot(result: dict, path) -> Path:
 
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce`` section of a ``k_sweep`` config."""
-    from gsjax.config import load_config
 
     cfg = load_config(path)
     over = ["seeds=4", f"horizon={min(cfg.horizon, 200)}", "record_every=1"] if quick else []
@@ -175,8 +175,6 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, action="append", help="k values (default: [paper].k_sweep)")
     ap.add_argument("--docs", help="also copy figure2.{png,json,md} to this folder")
     args = ap.parse_args(argv)
-    from gsjax.cli import find_config
-    from gsjax.results import write_text
 
     path = find_config(args.config)
     res = run_k_sweep(path, args.out, args.set, args.k)
@@ -187,7 +185,6 @@ def main(argv=None) -> int:
     write_text(out / "figure2.md", "\n".join(md) + "\n")
     print("\n".join(md))
     if args.docs:
-        from gsjax.results import copy_outputs
 
         print(f"copied to {copy_outputs(out, args.docs, 'figure2')}")
     return 0

@@ -24,6 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gsjax.config import find_config, load_config
+from gsjax.experiment import run_config
+from gsjax.plotting import _plt, _save
+from gsjax.report import script_section
+from gsjax.results import copy_outputs, write_json, write_text
+
 __all__ = ["stiffness", "run_k_sweep", "table", "plot", "run_all", "report_section", "main"]
 
 
@@ -40,9 +46,6 @@ def _ratio(a: dict, b: dict) -> dict:
 
 def run_k_sweep(path, out, overrides=(), seeds=None, horizon=None, log=print) -> dict:
     """Run the config once per ``k``; returns the ``large_graphs.json`` content."""
-    from gsjax.cli import run_config
-    from gsjax.config import load_config
-    from gsjax.results import write_json
 
     out = Path(out)
     base = load_config(path, list(overrides))
@@ -102,7 +105,6 @@ def table(result: dict) -> list[str]:
 
 def plot(result: dict, path) -> Path:
     """Waste factors against k (log-log)."""
-    from gsjax.plotting import _plt, _save
 
     plt = _plt()
     ks = np.array([r["k"] for r in result["rows"]], float)
@@ -126,7 +128,6 @@ def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
             ) -> tuple[dict, list[str]]:
     """The k sweep, ``large_graphs.{json,png,md}`` in ``out``; returns the result and its
     markdown lines (the command first). ``seeds``: {k: S}; ``horizon``: T for every k."""
-    from gsjax.results import write_text
 
     out = Path(out)
     res = run_k_sweep(path, out, overrides, seeds, horizon, log=log)
@@ -143,8 +144,6 @@ def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
     size the README reports (59 min on 2 loaded CPU cores); quick: 4 seeds x 20 rounds."""
-    from gsjax.config import load_config
-    from gsjax.report import script_section
 
     cfg = load_config(path)
     seeds = {k: 4 for k in cfg.paper["k_sweep"]} if quick else None
@@ -162,8 +161,6 @@ def main(argv=None) -> int:
     ap.add_argument("--horizon", type=int, help="T for every k")
     ap.add_argument("--docs", help="also copy large_graphs.{png,json,md} to this folder")
     args = ap.parse_args(argv)
-    from gsjax.cli import find_config
-    from gsjax.results import copy_outputs
 
     seeds = {int(a.split("=")[0]): int(a.split("=")[1]) for a in args.seeds}
     _, md = run_all(find_config(args.config), args.out, args.set, seeds, args.horizon)

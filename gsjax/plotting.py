@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gsjax.results import atomic_write_bytes
+
 __all__ = [
     "plot_all",
     "plot_trajectories",
@@ -39,7 +41,6 @@ def _names(arrays: dict) -> list[str]:
 
 
 def _save(fig, path: Path) -> Path:
-    from gsjax.results import atomic_write_bytes
     import io
 
     buf = io.BytesIO()

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax.cli import config_dirs, run_config
-from gsjax.config import load_config
+from gsjax import results
+from gsjax.config import config_dirs, load_config
+from gsjax.experiment import run_config
+from gsjax.figure2 import report_section
+from gsjax.oco.cli import report_section as oco_section
+from gsjax.oco.config import config_kind, load_oco_config
 from gsjax.results import write_text
 
 __all__ = ["paper_configs", "reproduce", "experiment_section", "script_section"]
@@ -25,7 +29,6 @@ def paper_configs(long: bool = False) -> list[Path]:
     """Config files with a non-empty ``[paper]`` table, in name order; with ``long`` also those
     whose ``[paper].script`` names a module (Sections 5.1 and 5.2 at scale, tens of minutes)."""
     out = {}
-    from gsjax.oco.config import config_kind, load_oco_config
 
     for d in config_dirs():
         for p in sorted(d.glob("*.toml")):
@@ -140,7 +143,6 @@ def _sensitivity_table(rows: list[tuple[str, dict]]) -> list[str]:
 
 def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     """Run one paper config (and its sensitivity variants); return its report lines."""
-    from gsjax import results
 
     cfg = load_config(path)
     if cfg.paper.get("script"):  # a module with its own report section (gsjax.large_graphs, ...)
@@ -148,7 +150,6 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
 
         return importlib.import_module(cfg.paper["script"]).report_section(path, out, quick, log)
     if "k_sweep" in cfg.paper:  # Section 5.3 / Figure 2: one run per k (gsjax.figure2)
-        from gsjax.figure2 import report_section
 
         return report_section(path, out, quick, log)
     base_over = _quick_overrides(cfg) if quick else []
@@ -261,8 +262,6 @@ def reproduce(out: Path, quick: bool = False, only=None, log=print, long: bool =
         + (" — QUICK MODE: tiny sizes, not comparable with the paper" if quick else ""),
         "",
     ]
-    from gsjax.oco.cli import report_section as oco_section
-    from gsjax.oco.config import config_kind
 
     for p in configs:
         log(f"== {p.stem}")

@@ -45,7 +45,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax.config import ConfigError
+from gsjax import experiment, fairness, relaxed, results, runner
+from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
+from gsjax.oco import algorithms as algs
+from gsjax.oco.config import config_kind, load_oco_config
+from gsjax.oco.experiment import entry_params, spec_of
+from gsjax.oco.problem import make_problem
+from gsjax.oco.runner import run_seed
 
 __all__ = ["TUNABLE", "tune", "add_parser"]
 
@@ -161,8 +167,6 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     import jax
     import jax.numpy as jnp
 
-    from gsjax import experiment, relaxed, runner
-    from gsjax.config import RelaxedConfig, load_config
 
     sets = list(overrides) + [f"dtype={dtype}"]
     if seeds is not None:
@@ -224,7 +228,6 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
 
     rprob = built.problem  # the relaxed runs' environment; the held-out runs stay hard
     if cfg.problem.environment == "adult":  # piecewise constant in tau: smoothed (fairness.py)
-        from gsjax import fairness
 
         rprob = fairness.smooth(built.problem, rc.loss_bandwidth)
 
@@ -305,11 +308,6 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
     import jax
     import jax.numpy as jnp
 
-    from gsjax.oco import algorithms as algs
-    from gsjax.oco.config import load_oco_config
-    from gsjax.oco.experiment import entry_params, spec_of
-    from gsjax.oco.problem import make_problem
-    from gsjax.oco.runner import run_seed
 
     for p in names:
         if p != "eta_scale":
@@ -413,8 +411,6 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
         ``"hard"`` (lowest hard regret on the tuning seeds: one hard run of the tuning seeds
         per iterate). OCO configs tune the hard run itself: both are the same.
     """
-    from gsjax.cli import find_config
-    from gsjax.oco.config import config_kind
 
     names = _parse_names(params)
     _check_counts(steps, lr, seeds, heldout_seeds)
@@ -430,7 +426,6 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
         result, trace, meta = _tune_bandit(path, names, steps, lr, seeds, heldout_seeds,
                                            horizon, algorithm, overrides, dtype, log, select)
     if out is not None:
-        from gsjax import results
 
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax.config import ConfigError
+from gsjax import experiment, results, runner
+from gsjax.config import ConfigError, find_config, load_config
+from gsjax.oco import algorithms as algs
+from gsjax.oco.config import config_kind, load_oco_config
+from gsjax.oco.experiment import entry_params, spec_of
+from gsjax.oco.problem import make_problem
+from gsjax.oco.runner import sweep
+from gsjax.tune import _pick_entry
 
 __all__ = ["run", "choose", "main"]
 
@@ -87,8 +94,6 @@ class _Bandit:
     GRID_NAMES = ("beta", "trigger_ratio", "lambda_reg")
 
     def __init__(self, path, overrides, seeds, heldout, horizon, algorithm, dtype):
-        from gsjax.config import load_config
-        from gsjax.tune import _pick_entry
 
         sets = list(overrides) + [f"dtype={dtype}", f"seeds={seeds}"]
         if horizon is not None:
@@ -102,8 +107,6 @@ class _Bandit:
 
     def grid(self, axes: dict, seed_start: int, seeds: int):
         """``(points, totals (G, seeds), wall s)`` of a ``[grid]`` run of the entry."""
-        from gsjax import experiment
-        from gsjax.config import load_config
 
         gsets = [f"grid.{k}=[{','.join(repr(float(v)) for v in vals)}]" for k, vals in axes.items()]
         cfg = load_config(self.path, self.sets + gsets + [f"seeds={seeds}"])
@@ -121,7 +124,6 @@ class _Bandit:
         import jax
         import jax.numpy as jnp
 
-        from gsjax import experiment, runner
 
         built = experiment.build(dataclasses.replace(self.cfg, seeds=seeds), seed_start)
         ba = built.algorithms[0]
@@ -185,7 +187,6 @@ class _OCO:
     GRID_NAMES = ("eta_scale",)
 
     def __init__(self, path, overrides, seeds, heldout, horizon, algorithm, point):
-        from gsjax.oco.config import load_oco_config
 
         sets = list(overrides) + [f"seeds={seeds}"]
         if horizon is not None:
@@ -205,10 +206,6 @@ class _OCO:
         import jax
         import jax.numpy as jnp
 
-        from gsjax.oco import algorithms as algs
-        from gsjax.oco.experiment import entry_params, spec_of
-        from gsjax.oco.problem import make_problem
-        from gsjax.oco.runner import sweep
 
         cfg, e = self.cfg, self.entry
         spec = spec_of(cfg)
@@ -270,8 +267,6 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     ``grid`` maps grid names (bandit: the ``[grid]`` fields; OCO: ``eta_scale``) to values.
     Settings left ``None`` come from the first tune folder's ``trace.json`` (else the config's
     own; ``heldout_seeds`` defaults to ``seeds``)."""
-    from gsjax.cli import find_config
-    from gsjax.oco.config import config_kind
 
     log = log or (lambda *a, **k: None)
     tunes = [(str(d),) + _read_tune(d) for d in tune_dirs]
@@ -287,12 +282,10 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     horizon = pick(horizon, "horizon")
     S = pick(seeds, "tuning_seeds")
     if kind == "oco":
-        from gsjax.oco.config import load_oco_config
 
         point = pick(point, "point", 0)
         S = S or load_oco_config(path, overrides).seeds
     else:
-        from gsjax.config import load_config
 
         dtype = dtype or meta0.get("dtype", "float64")
         S = S or load_config(path, overrides).seeds
@@ -385,7 +378,6 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     result["tuned"] = rows
     result["wall_seconds"] = {"heldout_scoring": wall_held}
     if out is not None:
-        from gsjax import results
 
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)

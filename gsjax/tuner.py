@@ -35,8 +35,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax.config import ConfigError, ExperimentConfig, config_to_dict, load_config, parse_config
-from gsjax.problem import Feedback
+from gsjax import experiment, linalg
+from gsjax.algorithms._ucb import exploration_radius
+from gsjax.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_hash,
+    config_to_dict,
+    find_config,
+    load_config,
+    parse_config,
+)
+from gsjax.oco import algorithms as oalgs
+from gsjax.oco import experiment as oexp
+from gsjax.oco.config import (
+    OCOConfig,
+    config_kind,
+    load_oco_config,
+    oco_config_to_dict,
+    parse_oco_config,
+)
+from gsjax.oco.problem import make_problem as make_oco_problem
+from gsjax.problem import Feedback, all_features
+from gsjax.results import write_npz
 
 __all__ = ["Tuner", "OGDTuner", "TunerError", "STATE_VERSION", "open_config", "load"]
 
@@ -55,8 +76,6 @@ _BUILT: dict = {}
 def _build(cfg_one: ExperimentConfig):
     """``experiment.build`` of a one-seed config, cached by the config's hash in this process
     (a loop that loads the state file every round builds the problem once)."""
-    from gsjax import experiment
-    from gsjax.config import config_hash
 
     key = config_hash(cfg_one)
     if key not in _BUILT:
@@ -119,7 +138,6 @@ def _rows(setting, values, n: int, length: int, field: str, what: str):
 
 def _save(path, meta: dict, state) -> Path:
     """The versioned state file: ``meta`` as JSON beside the state's leaves, atomically."""
-    from gsjax.results import write_npz
 
     arrays = {"meta": np.asarray(json.dumps(dict(format=_FORMAT, version=STATE_VERSION, **meta)))}
     for i, leaf in enumerate(jax.tree_util.tree_leaves(state)):
@@ -199,7 +217,6 @@ class Tuner:
         if isinstance(config, ExperimentConfig):
             cfg = config if not overrides else parse_config(config_to_dict(config), overrides)
         else:
-            from gsjax.cli import find_config
 
             cfg = load_config(find_config(str(config)), overrides)
         return cls(cfg, algorithm=algorithm, seed=seed)
@@ -263,9 +280,6 @@ class Tuner:
 
     def status(self) -> dict:
         """Rounds, updates, movement, and per criterion the estimate and its confidence."""
-        from gsjax import linalg
-        from gsjax.algorithms._ucb import exploration_radius
-        from gsjax.problem import all_features
 
         state, prob = self._state, self._problem
         out = {
@@ -337,7 +351,6 @@ class Tuner:
                                         f"gsjax reads version {STATE_VERSION}")
         restore = {"leaves": leaves, "counters": meta["counters"]}
         if meta.get("family", "bandit") == "ogd":
-            from gsjax.oco.config import parse_oco_config
 
             return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
                             seed=meta["seed"], budget_index=meta.get("budget_index", 0),
@@ -368,9 +381,6 @@ class OGDTuner:
 
     def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
                  _restore: dict | None = None):
-        from gsjax.oco import algorithms as oalgs
-        from gsjax.oco import experiment as oexp
-        from gsjax.oco.problem import make_problem as make_oco_problem
 
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
@@ -430,13 +440,11 @@ class OGDTuner:
     @classmethod
     def from_config(cls, config, algorithm: str | None = None, seed: int = 0,
                     overrides=(), budget_index: int = 0) -> "OGDTuner":
-        from gsjax.oco.config import OCOConfig, load_oco_config, oco_config_to_dict, parse_oco_config
 
         if isinstance(config, OCOConfig):
             cfg = config if not overrides else parse_oco_config(oco_config_to_dict(config),
                                                                 overrides)
         else:
-            from gsjax.cli import find_config
 
             cfg = load_oco_config(find_config(str(config)), overrides)
         return cls(cfg, algorithm=algorithm, seed=seed, budget_index=budget_index)
@@ -499,7 +507,6 @@ class OGDTuner:
         }
 
     def save(self, path) -> Path:
-        from gsjax.oco.config import oco_config_to_dict
 
         meta = {
             "family": self.family, "config": oco_config_to_dict(self.cfg),
@@ -514,13 +521,10 @@ class OGDTuner:
 def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(),
                 budget_index: int = 0):
     """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
-    from gsjax.oco.config import OCOConfig
 
     if isinstance(config, OCOConfig):
         return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index)
     if not isinstance(config, ExperimentConfig):
-        from gsjax.cli import find_config
-        from gsjax.oco.config import config_kind
 
         path = find_config(str(config))
         if config_kind(path) == "oco":

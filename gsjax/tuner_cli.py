@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import os
-import sys
 from pathlib import Path
 
 from gsjax.tuner import OGDTuner, Tuner, TunerError, open_config
@@ -149,8 +148,3 @@ def add_parser(sub) -> None:
     st.add_argument("--compact", action="store_true", help="one-line JSON")
     st.set_defaults(func=_cmd_status)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from gsjax.cli import main
-
-    sys.exit(main(["tuner"] + sys.argv[1:]))

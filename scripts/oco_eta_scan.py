@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax.cli import find_config
+from gsjax.config import find_config
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import load_oco_config
 from gsjax.oco.experiment import entry_params, spec_of

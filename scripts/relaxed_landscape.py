@@ -23,7 +23,7 @@ PAIRS = [(0.05, 0.05), (0.2, 0.2), (1.0, 1.0), (1.0, 0.05), (0.05, 1.0), (1.0, 0
 
 
 def main():
-    from gsjax.cli import find_config
+    from gsjax.config import find_config
 
     cfg = load_config(find_config("section7_2"), ["dtype=float64", f"seeds={S}", f"horizon={T}"])
     entry = next(e for e in cfg.algorithms if e.name == "lazy")

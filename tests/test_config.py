@@ -675,3 +675,11 @@ def test_default_record_every_bounds_the_records(horizon, expected):
     cfg = parse_config(dict(_GRID_BASE, horizon=horizon))
     assert cfg.record_every == r
     assert parse_config(dict(_GRID_BASE, horizon=horizon, record_every=1)).record_every == 1
+
+
+def test_the_schema_knows_every_registered_algorithm():
+    """The schema's names are stated in config.py (no JAX needed to validate a file), not
+    written back by the algorithms package: the two lists must agree."""
+    from gsjax.algorithms import REGISTRY
+
+    assert set(REGISTRY) <= C.ALGORITHM_NAMES

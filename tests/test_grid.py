@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from gsjax import cli, experiment
+from gsjax import experiment
 from gsjax.config import parse_config
 
 BASE = {
@@ -50,7 +50,7 @@ def test_grid_summary_and_heatmap(tmp_path):
     raw = dict(BASE, grid={"beta": [0.25, 1.5], "lambda_reg": [0.1, 1.0, 3.0]})
     raw["algorithms"] = {"lazy": {}}
     cfg = parse_config(raw)
-    summary = cli.run_config(cfg, tmp_path, log=lambda *a: None)
+    summary = experiment.run_config(cfg, tmp_path, log=lambda *a: None)
     assert (tmp_path / "grid.png").is_file() and (tmp_path / "movement.png").is_file()
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["grid"]["axes"] == {"beta": [0.25, 1.5], "lambda_reg": [0.1, 1.0, 3.0]}

@@ -4,7 +4,7 @@
 with :func:`register`.
 """
 
-from gsjax.algorithms import async_lazy, joint_lazy, lazy, linucb
+from gsjax.algorithms import adaptive, async_lazy, joint_lazy, lazy, linucb
 from gsjax.algorithms.base import (
     AgentParams,
     AgentSpec,
@@ -32,17 +32,8 @@ REGISTRY = {
     "async_lazy": async_lazy.make,
     "joint_lazy": joint_lazy.make_lazy,  # Section 5.3, factor-graph problems only
     "joint_linucb": joint_lazy.make_linucb,
+    "adaptive_lazy": adaptive.make,  # Section 5.2
 }
-
-from gsjax.algorithms import adaptive  # noqa: E402  (Section 5.2)
-
-REGISTRY["adaptive_lazy"] = adaptive.make
-
-# Config files name algorithms before JAX is imported: tell the (stdlib-only) schema too.
-from gsjax.config import register_algorithm_name as _register_name  # noqa: E402
-
-for _name in ("joint_lazy", "joint_linucb", "adaptive_lazy"):
-    _register_name(_name)
 
 
 def register(name: str, factory) -> None:

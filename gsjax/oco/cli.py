@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gsjax.config import ConfigError
 from gsjax.oco.config import load_oco_config
+from gsjax.oco.experiment import check, run_and_write
 
 __all__ = ["cmd_run", "cmd_check", "report_section", "QUICK_OVERRIDES"]
 
@@ -18,7 +19,6 @@ QUICK_OVERRIDES = ["seeds=8", "horizon=[100, 400]"]
 
 def cmd_run(args, path: Path, overrides: list[str]) -> int:
     """``gsjax run <oco config>``: same options as a bandit run, except ``--chunk``/``--resume``."""
-    from gsjax.oco.experiment import run_and_write
 
     if getattr(args, "chunk", None) is not None:
         raise ConfigError("--chunk", "not used by kind = 'oco' configs (runs are not chunked)")
@@ -32,7 +32,6 @@ def cmd_run(args, path: Path, overrides: list[str]) -> int:
 
 
 def cmd_check(path: Path, overrides: list[str]) -> int:
-    from gsjax.oco.experiment import check
 
     cfg = load_oco_config(path, overrides)
     check(cfg)
@@ -126,7 +125,6 @@ def component_table(summary: dict) -> list[str]:
 
 def report_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     """Run one ``kind = "oco"`` paper config and return its Markdown report lines."""
-    from gsjax.oco.experiment import run_and_write
 
     over = list(QUICK_OVERRIDES) if quick else []
     cfg = load_oco_config(path, over)

@@ -54,9 +54,11 @@ import dataclasses
 import json
 import os
 import tomllib
+from pathlib import Path
 from typing import Any, Sequence
 
 from gsjax.config import (
+    _NAME_RE,
     ConfigError,
     _check_keys,
     _choice,
@@ -64,12 +66,12 @@ from gsjax.config import (
     _float_or_list,
     _int,
     _list,
-    _NAME_RE,
     _parse_paper,
     _required,
     _str,
     _table,
     apply_overrides,
+    find_config,
 )
 from gsjax.oco.algorithms import REGISTRY, STEP_RULES
 from gsjax.oco.problem import ADVERSARIES, LOSSES, TARGETS
@@ -368,6 +370,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
 
 def load_oco_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> OCOConfig:
     """Read, override and validate a ``kind = "oco"`` TOML file."""
+    if not Path(path).exists():
+        path = find_config(path)
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)

@@ -24,15 +24,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gsjax import results
 from gsjax.config import ConfigError, default_record_every
 from gsjax.oco import algorithms as algs
-from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict
+from gsjax.oco import plotting
+from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
 from gsjax.oco.runner import SweepOutput, sweep
 
 __all__ = ["spec_of", "budget_matrix", "entry_params", "check", "OCORun", "OCOExperiment",
            "run_experiment", "summarise", "fit_exponents", "tradeoff", "arrays", "write_results",
-           "paper_exponents"]
+           "paper_exponents", "replot"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -313,8 +315,6 @@ def arrays(exp: OCOExperiment) -> dict:
 def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,
                   extra_meta=None) -> dict:
     """``config.json``, ``summary.json``, ``arrays.npz`` and PNG figures, each atomically."""
-    from gsjax import results
-    from gsjax.oco import plotting
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -340,3 +340,10 @@ def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
     exp = run_experiment(cfg, seed_start=seed_start, log=log)
     return write_results(exp, out_dir, log=log, figures=figures,
                          extra_meta={"wall_seconds": time.perf_counter() - t0})
+
+
+def replot(run_dir) -> list[Path]:
+    """Redraw a run folder's figures from its ``config.json``, ``summary.json``, ``arrays.npz``."""
+    d = Path(run_dir)
+    cfg = parse_oco_config(results.read_json(d / "config.json"))
+    return plotting.plot_all(cfg, results.read_json(d / "summary.json"), results.read_npz(d / "arrays.npz"), d)

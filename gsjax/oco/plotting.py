@@ -17,8 +17,7 @@ import numpy as np
 
 from gsjax.plotting import _plt, _save
 
-__all__ = ["plot_all", "plot_rates", "plot_tradeoff", "plot_per_component", "plot_trajectory",
-           "replot"]
+__all__ = ["plot_all", "plot_rates", "plot_tradeoff", "plot_per_component", "plot_trajectory"]
 
 
 def _fmt_alpha(a) -> str:
@@ -148,12 +147,3 @@ def plot_all(cfg, summary: dict, arrays: dict, out_dir) -> list[Path]:
             paths.append(p)
     return paths
 
-
-def replot(run_dir) -> list[Path]:
-    """Redraw a run folder's figures from its ``config.json``, ``summary.json``, ``arrays.npz``."""
-    from gsjax import results
-    from gsjax.oco.config import parse_oco_config
-
-    d = Path(run_dir)
-    cfg = parse_oco_config(results.read_json(d / "config.json"))
-    return plot_all(cfg, results.read_json(d / "summary.json"), results.read_npz(d / "arrays.npz"), d)
