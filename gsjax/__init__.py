@@ -2,8 +2,9 @@
 
 The public surface:
 
-* problems -- :mod:`gsjax.graphs` (scopes and graph generators), :mod:`gsjax.problem`
-  (feature maps, feedback, ``s*``);
+* problems -- :mod:`gsjax.graphs` (scopes and graph generators, your own scopes with
+  :func:`scopes_from_rows`), :mod:`gsjax.problem` (feature maps, feedback, ``s*``, the
+  :class:`Environment` interface);
 * algorithms -- :data:`gsjax.algorithms.REGISTRY` of pure ``init/act/update`` triples;
 * running -- :func:`gsjax.runner.run` (one seed, one ``lax.scan``), :func:`gsjax.runner.sweep`
   (``vmap`` over seeds);
@@ -15,8 +16,15 @@ The public surface:
 from gsjax import algorithms, graphs, lcb, linalg, problem, runner
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_config
-from gsjax.graphs import Scopes, block_scopes, graph_scopes
-from gsjax.problem import Feedback, Problem, Structure, make_problem, make_structure
+from gsjax.graphs import Scopes, block_scopes, check_scopes, graph_scopes, scopes_from_rows
+from gsjax.problem import (
+    Environment,
+    Feedback,
+    Problem,
+    Structure,
+    make_problem,
+    make_structure,
+)
 from gsjax.runner import run, seed_keys, sweep
 from gsjax.tuner import Tuner, TunerError
 
@@ -26,8 +34,8 @@ __all__ = [
     "algorithms", "graphs", "lcb", "linalg", "problem", "runner",
     "REGISTRY", "AgentParams", "AgentSpec", "BanditAlgorithm",
     "ConfigError", "ExperimentConfig", "load_config", "parse_config",
-    "Scopes", "block_scopes", "graph_scopes",
-    "Feedback", "Problem", "Structure", "make_problem", "make_structure",
+    "Scopes", "block_scopes", "graph_scopes", "scopes_from_rows", "check_scopes",
+    "Environment", "Feedback", "Problem", "Structure", "make_problem", "make_structure",
     "run", "seed_keys", "sweep",
     "Tuner", "TunerError",
 ]

@@ -136,14 +136,9 @@ def _cmd_plot(args) -> int:
     return 0
 
 
-def _cmd_reproduce(args) -> int:
-    from gsjax import report
-
-    report.reproduce(Path(args.out), quick=args.quick, only=args.only, log=print, long=args.long)
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extra=()) -> argparse.ArgumentParser:
+    """The ``gsjax`` parser; each of ``extra`` is an ``add_parser(subparsers)`` of a layer above
+    (the paper's ``reproduce``, added by :mod:`gsjax.__main__`)."""
     p = argparse.ArgumentParser(
         prog="gsjax",
         description="Graph-structured continuous-state linear bandits with movement costs.",
@@ -183,24 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("dir")
     pl.set_defaults(func=_cmd_plot)
 
-    rp = sub.add_parser("reproduce", help="run every paper experiment and write report.md")
-    rp.add_argument("--out", default="runs/reproduce", help="output folder")
-    rp.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, not the paper's)")
-    rp.add_argument("--only", action="append", help="only these experiments (repeatable; a long "
-                                                    "experiment named here runs too)")
-    rp.add_argument("--long", action="store_true",
-                    help="also the long experiments: adaptive_graph (Section 5.2; 8.4 min at 50 "
-                         "seeds) and large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
-                         "cores)")
-    rp.set_defaults(func=_cmd_reproduce)
-
     tuner_cli.add_parser(sub)
     tune.add_parser(sub)  # gradient tuning through relaxed runs
+    for add in extra:
+        add(sub)
     return p
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, extra=()) -> int:
+    """Run one command (``argv`` as on the command line; ``extra`` as in :func:`build_parser`).
+
+    The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce``."""
+    args = build_parser(extra).parse_args(argv)
     try:
         return args.func(args)
     except ConfigError as e:

@@ -21,9 +21,12 @@ TOML layout (defaults in parentheses)::
     [paper]                         # free-form reference numbers (optional)
 
     [problem]                       # required
-    structure = "blocks"            # "blocks" | "graph"
+    structure = "blocks"            # "blocks" | "graph" | "scopes"
     num_blocks = 3                  # blocks only
     block_dim = 2                   # blocks only
+    # blocks of unequal sizes: block_dims = [2, 3, 1] instead of num_blocks, block_dim
+    # scopes only: scopes = [[0, 1], [1, 2, 3], [3]] (criterion i reads scopes[i]),
+    #              num_coords (default: the largest index + 1)
     # graph only: graph, num_nodes, edges, grid_shape, max_degree,
     #             num_edges, graph_seed
     features = "linear"             # "linear" | "quadratic" | "rff"
@@ -248,9 +251,13 @@ class ProblemConfig:
     ``rows * cols``.
 
     Attributes:
-        structure: ``'blocks'`` or ``'graph'``.
-        num_blocks: Number of blocks (criteria) for ``'blocks'``.
-        block_dim: Coordinates per block for ``'blocks'``.
+        structure: ``'blocks'``, ``'graph'`` or ``'scopes'``.
+        num_blocks: Number of blocks (criteria) for ``'blocks'`` of equal size.
+        block_dim: Coordinates per block for ``'blocks'`` of equal size.
+        block_dims: Coordinates of each block, for ``'blocks'`` of unequal sizes (then
+            ``num_blocks`` and ``block_dim`` are ``None``).
+        scopes: Criterion ``i``'s coordinates, for ``'scopes'`` (any sizes, may overlap).
+        num_coords: Number of coordinates for ``'scopes'``.
         graph: ``'edges'``, ``'chain'``, ``'grid'``, ``'random'`` or
             ``'complete'`` for ``'graph'``.
         num_nodes: Number of graph nodes for ``'graph'``.
@@ -273,6 +280,9 @@ class ProblemConfig:
     structure: str
     num_blocks: int | None = None
     block_dim: int | None = None
+    block_dims: tuple[int, ...] | None = None
+    scopes: tuple[tuple[int, ...], ...] | None = None
+    num_coords: int | None = None
     graph: str | None = None
     num_nodes: int | None = None
     edges: tuple[tuple[int, int], ...] | None = None
@@ -446,13 +456,14 @@ _TOP_KEYS = (
     "record_every", "paper", "problem", "agent", "algorithms", "grid",
     "relaxed",
 )
-_BLOCK_KEYS = ("num_blocks", "block_dim")
+_BLOCK_KEYS = ("num_blocks", "block_dim", "block_dims")
+_SCOPE_KEYS = ("scopes", "num_coords")
 _GRAPH_KEYS = (
     "graph", "num_nodes", "edges", "grid_shape", "max_degree", "num_edges",
     "graph_seed",
 )
 _PROBLEM_KEYS = (
-    ("structure",) + _BLOCK_KEYS + _GRAPH_KEYS
+    ("structure",) + _BLOCK_KEYS + _GRAPH_KEYS + _SCOPE_KEYS
     + ("features", "rff_dim", "rff_lengthscale", "s0", "theta", "noise")
     + ("environment", "adult")
     + ("factor",)
@@ -466,7 +477,7 @@ _THETA_KEYS = ("distribution", "values", "scale", "seed", "per_seed")
 _NOISE_KEYS = ("kind", "sigma")
 _AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
 
-_STRUCTURES = ("blocks", "graph")
+_STRUCTURES = ("blocks", "graph", "scopes")
 _GRAPH_KINDS = ("edges", "chain", "grid", "random", "complete")
 _FEATURES = ("linear", "quadratic", "rff")
 _DTYPES = ("float32", "float64")
@@ -601,16 +612,28 @@ def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
 
     structure = _choice(_required(raw, "structure", f("structure")),
                         f("structure"), _STRUCTURES)
-    other = _GRAPH_KEYS if structure == "blocks" else _BLOCK_KEYS
-    other_structure = "graph" if structure == "blocks" else "blocks"
-    for key in other:
-        if key in raw:
-            raise ConfigError(
-                f(key), f"only allowed when problem.structure = {other_structure!r}"
-            )
+    for other_structure, keys in (("blocks", _BLOCK_KEYS), ("graph", _GRAPH_KEYS),
+                                  ("scopes", _SCOPE_KEYS)):
+        for key in keys:
+            if key in raw and other_structure != structure:
+                raise ConfigError(
+                    f(key), f"only allowed when problem.structure = {other_structure!r}"
+                )
 
     fields: dict[str, Any] = {"structure": structure}
-    if structure == "blocks":
+    if structure == "blocks" and "block_dims" in raw:
+        for key in ("num_blocks", "block_dim"):
+            if key in raw:
+                raise ConfigError(f(key), "not allowed with problem.block_dims (the blocks' "
+                                          "sizes are given there)")
+        dims = _list(raw["block_dims"], f("block_dims"))
+        if not dims:
+            raise ConfigError(f("block_dims"), "must list at least one block size")
+        block_dims = tuple(_int(v, f"{f('block_dims')}[{i}]", minimum=1)
+                           for i, v in enumerate(dims))
+        fields["block_dims"] = block_dims
+        k, n = len(block_dims), sum(block_dims)
+    elif structure == "blocks":
         why = "for problem.structure = 'blocks'"
         num_blocks = _int(_required(raw, "num_blocks", f("num_blocks"), why),
                           f("num_blocks"), minimum=1)
@@ -618,6 +641,10 @@ def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
                          f("block_dim"), minimum=1)
         fields.update(num_blocks=num_blocks, block_dim=block_dim)
         k, n = num_blocks, num_blocks * block_dim
+    elif structure == "scopes":
+        scopes, n = _parse_scopes(raw, f)
+        fields.update(scopes=scopes, num_coords=n)
+        k = len(scopes)
     else:
         graph = _choice(
             _required(raw, "graph", f("graph"), "for problem.structure = 'graph'"),
@@ -717,6 +744,35 @@ def _parse_problem(raw: dict) -> tuple[ProblemConfig, int, int]:
     return ProblemConfig(**fields), k, n
 
 
+def _parse_scopes(raw: dict, f) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """``problem.scopes`` (lists of coordinate indices) and ``problem.num_coords``."""
+    rows = _list(_required(raw, "scopes", f("scopes"), "for problem.structure = 'scopes'"),
+                 f("scopes"))
+    if not rows:
+        raise ConfigError(f("scopes"), "must list at least one criterion's scope")
+    scopes = []
+    for i, row in enumerate(rows):
+        rf = f"{f('scopes')}[{i}]"
+        row = _list(row, rf)
+        if not row:
+            raise ConfigError(rf, "empty scope: every criterion reads at least one coordinate")
+        idx = tuple(_int(v, f"{rf}[{j}]", minimum=0) for j, v in enumerate(row))
+        if len(set(idx)) != len(idx):
+            dup = next(v for v in idx if idx.count(v) > 1)
+            raise ConfigError(rf, f"coordinate {dup} listed twice")
+        scopes.append(idx)
+    largest = max(max(r) for r in scopes)
+    if "num_coords" in raw:
+        n = _int(raw["num_coords"], f("num_coords"), minimum=1)
+        if largest >= n:
+            i = next(i for i, r in enumerate(scopes) if max(r) == largest)
+            raise ConfigError(f"{f('scopes')}[{i}]", f"coordinate index {largest} out of range "
+                                                     f"[0, {n}) (problem.num_coords = {n})")
+    else:
+        n = largest + 1
+    return tuple(scopes), n
+
+
 def _parse_adult(raw: dict, fields: Mapping) -> AdultConfig:
     """``[problem.adult]``, and the shape the Adult environment needs (one threshold)."""
     why = "problem.environment = 'adult' has one threshold tau in [0, 1]: use 1"
@@ -724,7 +780,9 @@ def _parse_adult(raw: dict, fields: Mapping) -> AdultConfig:
         raise ConfigError("problem.structure",
                           "must be 'blocks' (num_blocks = block_dim = 1) for "
                           "problem.environment = 'adult'")
-    for key in _BLOCK_KEYS:
+    if "block_dims" in fields:
+        raise ConfigError("problem.block_dims", f"{why} (num_blocks = block_dim = 1)")
+    for key in ("num_blocks", "block_dim"):
         if fields[key] != 1:
             raise ConfigError(f"problem.{key}", f"{why}, got {fields[key]}")
     for key in ("theta", "noise"):
@@ -1385,6 +1443,10 @@ def num_criteria(cfg: ExperimentConfig | ProblemConfig) -> int:
     p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
     if p.environment == "factor":
         return p.factor.num_nodes
+    if p.structure == "scopes":
+        return len(p.scopes)
+    if p.block_dims is not None:
+        return len(p.block_dims)
     return p.num_blocks if p.structure == "blocks" else p.num_nodes
 
 
@@ -1397,6 +1459,10 @@ def num_coords(cfg: ExperimentConfig | ProblemConfig) -> int:
     p = cfg.problem if isinstance(cfg, ExperimentConfig) else cfg
     if p.environment == "factor":
         return p.factor.num_coords
+    if p.structure == "scopes":
+        return p.num_coords
+    if p.block_dims is not None:
+        return sum(p.block_dims)
     if p.structure == "blocks":
         return p.num_blocks * p.block_dim
     return p.num_nodes

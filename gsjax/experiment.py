@@ -43,7 +43,7 @@ __all__ = [
     "BuiltAlgorithm",
     "Built",
     "ExperimentResult",
-    "build_scopes",
+    "ENVIRONMENTS",
     "grid_points",
     "build",
     "run_experiment",
@@ -90,11 +90,14 @@ def grid_points(cfg: ExperimentConfig) -> list[dict]:
     return [dict(zip(names, vals)) for vals in itertools.product(*(v for _, v in cfg.grid))]
 
 
-def build_scopes(pc: ProblemConfig) -> graphs.Scopes:
-    """Scopes from the problem config (graph generators run on the host)."""
-    if pc.environment == "factor":  # node scopes: the union of each node's factors
-
-        return factor.node_scopes(factor_layout(pc))
+def _model_scopes(pc: ProblemConfig) -> graphs.Scopes:
+    """The scopes of ``[problem]``'s structure: blocks, a graph's neighbourhoods, or explicit."""
+    if pc.structure == "scopes":
+        return graphs.scopes_from_rows([list(r) for r in pc.scopes], pc.num_coords)
+    if pc.block_dims is not None:  # blocks of unequal sizes: consecutive coordinates
+        ends = np.cumsum(pc.block_dims)
+        return graphs.scopes_from_rows(
+            [list(range(e - d, e)) for d, e in zip(pc.block_dims, ends)], int(ends[-1]))
     if pc.structure == "blocks":
         return graphs.block_scopes(pc.num_blocks, pc.block_dim)
     n = pc.num_nodes
@@ -164,59 +167,9 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             f"must divide horizon ({cfg.horizon}); got {cfg.record_every}",
         )
     pc = cfg.problem
-    scopes = build_scopes(pc)
-    structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
-    if pc.environment == "factor":  # Section 5.3 (gsjax.factor); theta rows checked per factor
-
-        structure, _ = factor.make_factor_structure(
-            factor_layout(pc), pc.features, pc.noise.kind, pc.rff_dim, pc.factor.mixing
-        )
+    seed_ids = jnp.arange(seed_start, seed_start + cfg.seeds, dtype=jnp.uint32)
+    scopes, structure, problem, per_seed = ENVIRONMENTS[pc.environment](pc, seed_ids, dtype)
     k = structure.num_criteria
-
-    th = pc.theta
-    if th.distribution == "explicit" and pc.environment != "factor":
-        fmask_rows = _feature_counts(structure, scopes)
-        for i, row in enumerate(th.values):
-            if len(row) != fmask_rows[i]:
-                raise ConfigError(
-                    f"problem.theta.values[{i}]",
-                    f"criterion {i} has {fmask_rows[i]} {pc.features} features "
-                    f"(scope {list(scopes.index[i][scopes.mask[i]])}); got {len(row)} values",
-                )
-
-    def make(key):
-        if pc.environment == "factor":
-    
-            return factor.make_factor_problem(
-                key, structure, factor_layout(pc), theta_distribution=th.distribution,
-                theta_values=th.values, theta_scale=th.scale, noise_sigma=pc.noise.sigma,
-                s0=pc.s0, rff_lengthscale=pc.rff_lengthscale,
-                mixing_seed=pc.factor.mixing_seed, dtype=dtype,
-            )
-        return make_problem(
-            key,
-            structure,
-            scopes,
-            theta_distribution=th.distribution,
-            theta_values=th.values,
-            theta_scale=th.scale,
-            noise_sigma=pc.noise.sigma,
-            s0=pc.s0,
-            rff_lengthscale=pc.rff_lengthscale,
-            dtype=dtype,
-        )
-
-    problem_key = jax.random.key(th.seed)
-    per_seed = bool(th.per_seed and th.distribution != "explicit")
-    if pc.environment == "adult":  # Section 7.3: the loss comes from data (gsjax.fairness)
-        structure, problem = _adult_problem(pc, structure, scopes, dtype)
-    elif per_seed:
-        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
-            problem_key, jnp.arange(seed_start, seed_start + cfg.seeds, dtype=jnp.uint32)
-        )
-        problem = jax.jit(jax.vmap(make))(keys)
-    else:
-        problem = jax.jit(make)(problem_key)
 
     sigma_k = _noise_sigma_per_criterion(pc, scopes)
     built_algos = []
@@ -252,15 +205,81 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
-def _adult_problem(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes, dtype):
-    """Structure and problem of ``environment = "adult"`` (trains the classifier, cached)."""
+def _draw(make, th, seed_ids):
+    """``make(key)`` once (a shared problem) or once per global seed id (``per_seed``)."""
+    problem_key = jax.random.key(th.seed)
+    per_seed = bool(th.per_seed and th.distribution != "explicit")
+    if per_seed:
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(problem_key, seed_ids)
+        return jax.jit(jax.vmap(make))(keys), True
+    return jax.jit(make)(problem_key), False
 
+
+def _check_explicit_theta(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes):
+    """``theta.values`` rows of each criterion's feature count, named in a ConfigError."""
+    if pc.theta.distribution != "explicit":
+        return
+    counts = _feature_counts(structure, scopes)
+    for i, row in enumerate(pc.theta.values):
+        if len(row) != counts[i]:
+            raise ConfigError(
+                f"problem.theta.values[{i}]",
+                f"criterion {i} has {counts[i]} {pc.features} features "
+                f"(scope {list(scopes.index[i][scopes.mask[i]])}); got {len(row)} values",
+            )
+
+
+def _build_linear(pc: ProblemConfig, seed_ids, dtype):
+    """The graph-structured linear model (:mod:`gsjax.problem`)."""
+    scopes = _model_scopes(pc)
+    structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
+    _check_explicit_theta(pc, structure, scopes)
+    th = pc.theta
+
+    def make(key):
+        return make_problem(
+            key, structure, scopes, theta_distribution=th.distribution, theta_values=th.values,
+            theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
+            rff_lengthscale=pc.rff_lengthscale, dtype=dtype,
+        )
+
+    return (scopes, structure, *_draw(make, th, seed_ids))
+
+
+def _build_factor(pc: ProblemConfig, seed_ids, dtype):
+    """Section 5.3: a factor graph (:mod:`gsjax.factor`); theta rows are checked per factor."""
+    layout = factor_layout(pc)
+    structure, scopes = factor.make_factor_structure(
+        layout, pc.features, pc.noise.kind, pc.rff_dim, pc.factor.mixing)
+    th = pc.theta
+
+    def make(key):
+        return factor.make_factor_problem(
+            key, structure, layout, theta_distribution=th.distribution, theta_values=th.values,
+            theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
+            rff_lengthscale=pc.rff_lengthscale, mixing_seed=pc.factor.mixing_seed, dtype=dtype,
+        )
+
+    return (scopes, structure, *_draw(make, th, seed_ids))
+
+
+def _build_adult(pc: ProblemConfig, seed_ids, dtype):
+    """Section 7.3: the loss comes from UCI Adult data (:mod:`gsjax.fairness`; the classifier
+    is trained here, cached); one problem shared by every seed."""
+    scopes = _model_scopes(pc)
+    structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
     a = pc.adult
-    return fairness.make_adult_problem(
+    structure, problem = fairness.make_adult_problem(
         structure, scopes, batch_size=a.batch_size, gap_estimator=a.gap_estimator,
         classifier_seed=a.classifier_seed, classifier_steps=a.classifier_steps,
         classifier_l2=a.classifier_l2, raw_data=a.raw_data, s0=pc.s0, dtype=dtype,
     )
+    return scopes, structure, problem, False
+
+
+#: ``problem.environment`` -> ``builder(problem_config, seed_ids, dtype)`` returning
+#: ``(scopes, structure, problem, drawn_per_seed)``.
+ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _build_adult}
 
 
 def factor_layout(pc: ProblemConfig):
@@ -465,15 +484,7 @@ def summarise(result: ExperimentResult) -> dict:
     if not b.problem_per_seed:
         meta["s_star"] = np.asarray(p.s_star).tolist()
         meta["loss_star"] = float(p.loss_star)
-    if b.structure.environment == "adult":
-    
-        meta["adult"] = {**fairness.describe(p), **dataclasses.asdict(b.structure.env_spec)}
-    if b.structure.environment == "factor":  # Section 5.3
-        spec = b.structure.env_spec
-        first = (lambda a: np.asarray(a)[0]) if b.problem_per_seed else np.asarray
-        meta["factor"] = {**dataclasses.asdict(spec),
-                          "d_eff": int(first(p.env_data.factor_feat_mask).sum()),
-                          "nodewise_dims": int(first(p.feat_mask).sum())}
+    meta.update(b.structure.env.describe(p))  # the Adult data, the factor graph's sizes
     out = {"algorithms": algos, "meta": meta}
     if cfg.grid:
         out["grid"] = {"axes": {k: list(v) for k, v in cfg.grid}, "points": grid_rows}

@@ -44,7 +44,7 @@ has ``F d_C`` entries, ``d_eff`` of them real (:func:`joint_mask`).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,17 +52,19 @@ import numpy as np
 
 from gsjax.graphs import Scopes
 from gsjax.problem import (
+    Environment,
     Problem,
     Structure,
     _feature_mask,
-    all_features,
     feature_dim,
     features,
+    total_loss,
     true_minimiser,
 )
 
 __all__ = [
     "MIXINGS",
+    "FactorEnv",
     "FactorLayout",
     "FactorSpec",
     "FactorData",
@@ -93,7 +95,7 @@ class FactorLayout(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class FactorSpec:
-    """Static (hashable) sizes of a factor-graph problem; ``Structure.env_spec``."""
+    """Static (hashable) sizes of a factor-graph problem; held by :class:`FactorEnv`."""
 
     num_factors: int  # F
     factor_scope_size: int  # m_C, padded factor scope width
@@ -201,8 +203,7 @@ def make_factor_structure(
         noise=noise,
         disjoint=False,
         rff_dim=dd,
-        environment="factor",
-        env_spec=spec,
+        env=FactorEnv(spec),
     )
     return structure, scopes
 
@@ -228,7 +229,7 @@ def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np
     Drawn with ``numpy.random.default_rng(seed)`` in the order (node, its factors in
     increasing id); zero outside the real ``d x d`` block and for padded factor slots.
     """
-    spec: FactorSpec = structure.env_spec
+    spec: FactorSpec = structure.env.spec
     _, smask = _factor_index(layout, spec)
     fmask = _feature_mask(structure, smask)  # (F, d_C)
     d_c = spec.factor_feature_dim
@@ -272,9 +273,7 @@ def node_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.A
 
 def joint_dim(structure: Structure) -> int:
     """Padded length of the joint parameter vector: ``F d_C``, or ``k d`` for a node-wise problem."""
-    if structure.environment == "factor":
-        return structure.env_spec.joint_dim
-    return structure.num_criteria * structure.feature_dim
+    return structure.env.joint_dim(structure)
 
 
 def joint_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
@@ -284,17 +283,41 @@ def joint_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.
     factor (identity mixing): ``Psi(s)`` is then ``(k, k d)`` block-diagonal in the node-wise
     features, and the joint estimator is ``k`` independent ridge fits sharing one trigger.
     """
-    if structure.environment != "factor":
-        phi = all_features(structure, problem, s)  # (k, d)
-        k = structure.num_criteria
-        eye = jnp.eye(k, dtype=phi.dtype)
-        return (eye[:, :, None] * phi[:, None, :]).reshape(k, -1)
-    data: FactorData = problem.env_data
-    spec: FactorSpec = structure.env_spec
-    psi = _node_blocks(structure, data, s)  # (k, D, d_C)
-    onehot = jax.nn.one_hot(data.node_factors, spec.num_factors, dtype=psi.dtype)
-    onehot = jnp.where(data.node_factor_mask[..., None], onehot, 0.0)  # (k, D, F)
-    return jnp.einsum("kjf,kja->kfa", onehot, psi).reshape(structure.num_criteria, -1)
+    return structure.env.joint_features(structure, problem, s)
+
+
+@dataclasses.dataclass(frozen=True)
+class FactorEnv(Environment):
+    """Section 5.3: shared factor parameters ``w*_C`` read through node-specific features
+    ``psi_{C,i} = M_{C,i} phi_C``; the arrays are a :class:`FactorData` in ``Problem.env_data``."""
+
+    spec: FactorSpec
+    name: ClassVar[str] = "factor"
+    coordinate_model: ClassVar[bool] = False
+
+    def features(self, structure, problem, s):
+        return node_features(structure, problem, s)
+
+    def linear_coefficients(self, structure, problem):
+        # mixed features: L is still linear in s, read off its gradient
+        zeros = jnp.zeros((structure.num_coords,), problem.theta.dtype)
+        return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
+
+    def joint_dim(self, structure) -> int:
+        return self.spec.joint_dim
+
+    def joint_features(self, structure, problem, s):
+        data: FactorData = problem.env_data
+        psi = _node_blocks(structure, data, s)  # (k, D, d_C)
+        onehot = jax.nn.one_hot(data.node_factors, self.spec.num_factors, dtype=psi.dtype)
+        onehot = jnp.where(data.node_factor_mask[..., None], onehot, 0.0)  # (k, D, F)
+        return jnp.einsum("kjf,kja->kfa", onehot, psi).reshape(structure.num_criteria, -1)
+
+    def describe(self, problem) -> dict:
+        first = (lambda a: np.asarray(a)[0]) if np.ndim(problem.loss_star) else np.asarray
+        return {"factor": {**dataclasses.asdict(self.spec),
+                           "d_eff": int(first(problem.env_data.factor_feat_mask).sum()),
+                           "nodewise_dims": int(first(problem.feat_mask).sum())}}
 
 
 def joint_theta(problem: Problem) -> jax.Array:
@@ -332,7 +355,7 @@ def make_factor_problem(
     ``d_C`` entries per FACTOR), the per-factor random Fourier features, the ``s*`` search.
     ``s*`` is exact for linear features (``L`` is then linear in ``s``).
     """
-    spec: FactorSpec = structure.env_spec
+    spec: FactorSpec = structure.env.spec
     k, n = structure.num_criteria, structure.num_coords
     F, d_c, m_c, dd = spec.num_factors, spec.factor_feature_dim, spec.factor_scope_size, structure.rff_dim
     fidx, fsmask = _factor_index(layout, spec)

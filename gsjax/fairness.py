@@ -84,14 +84,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gsjax import adult
+from gsjax.problem import Environment, Feedback, Problem, _feature_mask
+
 __all__ = [
     "GAP_ESTIMATORS",
+    "AdultEnv",
     "FairnessSpec",
     "FairnessData",
     "loss_terms",
@@ -114,7 +118,7 @@ GAP_ESTIMATORS = ("plain", "signed", "split")
 
 @dataclasses.dataclass(frozen=True)
 class FairnessSpec:
-    """Static options of the environment (part of the hashable :class:`~gsjax.problem.Structure`)."""
+    """Static options of the environment (held by :class:`AdultEnv`, part of the Structure)."""
 
     batch_size: int = 100  # B, held-out rows per round
     gap_estimator: str = "plain"  # "plain" | "signed" | "split"
@@ -259,8 +263,6 @@ def _batch_value(spec: FairnessSpec, data: FairnessData, idx: jax.Array, pred: j
 def observe(key: jax.Array, spec: FairnessSpec, data: FairnessData, s: jax.Array):
     """:class:`~gsjax.problem.Feedback` at the played state ``s`` (1,): the batch loss and ``L``
     (in the smoothed environment, :func:`smooth`: the smoothed batch loss and ``L_h``)."""
-    from gsjax.problem import Feedback
-
     tau = s[0]
     if data.bandwidth is not None:  # static: the pytree's structure, not a traced value
         y = smoothed_batch_loss(key, spec, data, tau)
@@ -268,6 +270,27 @@ def observe(key: jax.Array, spec: FairnessSpec, data: FairnessData, s: jax.Array
                         expected_loss=smoothed_loss(data, tau).astype(s.dtype))
     y = batch_loss(key, spec, data, tau)
     return Feedback(y=y[None].astype(s.dtype), expected_loss=exact_loss(data, tau).astype(s.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class AdultEnv(Environment):
+    """Section 7.3: the loss of a decision threshold ``tau = s[0]`` measured on held-out UCI
+    Adult rows (a :class:`FairnessData` in ``Problem.env_data``), not a linear model; the
+    learner's features are the structure's own (``[1, tau, tau^2]`` by default)."""
+
+    spec: FairnessSpec
+    name: ClassVar[str] = "adult"
+    coordinate_model: ClassVar[bool] = False
+
+    def observe(self, key, structure, problem, s):
+        return observe(key, self.spec, problem.env_data, s)
+
+    def describe(self, problem) -> dict:
+        return {"adult": {**describe(problem), **dataclasses.asdict(self.spec)}}
+
+    def relaxed(self, problem, relaxed_config):
+        # the loss is piecewise constant in tau: relaxed runs play the smoothed environment
+        return smooth(problem, relaxed_config.loss_bandwidth)
 
 
 def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str,
@@ -281,17 +304,12 @@ def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str
     static :class:`FairnessSpec`. The classifier is trained here (:mod:`gsjax.adult`; cached in
     memory) and scores the held-out (test) rows.
     """
-    from gsjax import adult
-    from gsjax.problem import Problem, _feature_mask
-
     if structure.num_coords != 1 or structure.num_criteria != 1:
         raise ValueError("the Adult threshold environment has one coordinate and one criterion")
     if gap_estimator not in GAP_ESTIMATORS:
         raise ValueError(f"unknown gap estimator {gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
-    structure = dataclasses.replace(
-        structure, environment="adult",
-        env_spec=FairnessSpec(batch_size=int(batch_size), gap_estimator=gap_estimator),
-    )
+    structure = dataclasses.replace(structure, env=AdultEnv(
+        FairnessSpec(batch_size=int(batch_size), gap_estimator=gap_estimator)))
     table = adult.load(raw_data)
     clf = adult.train_logistic_regression(classifier_seed, classifier_steps, classifier_l2,
                                           raw_data)

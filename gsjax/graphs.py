@@ -10,7 +10,9 @@ its *scope* ``N(i)``; scopes are stored as a ``(k, m)`` int32 index array padded
   ``i``, with ``i`` itself FIRST (the pairwise-quadratic features of Example 1 need to know
   which coordinate is the node's own), then its neighbours in increasing order.
 
-Graph generators run on the host (NumPy) once per problem: they fix shapes.
+Graph generators run on the host (NumPy) once per problem: they fix shapes. The builders check
+their arguments, and :func:`check_scopes` checks a :class:`Scopes` built by hand (the problem
+constructors of :mod:`gsjax.problem` call it); both raise ``ValueError`` naming the argument.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gsjax.checks import integer as _integer
+from gsjax.checks import positive_integer as _positive_integer
+
 __all__ = [
     "Scopes",
     "block_scopes",
     "graph_scopes",
+    "scopes_from_rows",
+    "check_scopes",
     "chain_edges",
     "grid_edges",
     "complete_edges",
@@ -40,21 +47,41 @@ class Scopes(NamedTuple):
 
 
 def block_scopes(num_blocks: int, block_dim: int) -> Scopes:
-    """Disjoint blocks: criterion ``i`` owns coordinates ``i*d .. i*d + d - 1``."""
-    if num_blocks < 1 or block_dim < 1:
-        raise ValueError("num_blocks and block_dim must be >= 1")
+    """Disjoint blocks: criterion ``i`` owns coordinates ``i*d .. i*d + d - 1``.
+
+    Raises ``ValueError`` unless ``num_blocks`` and ``block_dim`` are integers ``>= 1``.
+    """
+    num_blocks = _positive_integer(num_blocks, "block_scopes: num_blocks")
+    block_dim = _positive_integer(block_dim, "block_scopes: block_dim")
     index = np.arange(num_blocks * block_dim, dtype=np.int32).reshape(num_blocks, block_dim)
     return Scopes(index, np.ones_like(index, dtype=bool), num_blocks * block_dim)
 
 
 def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
+    """Sorted distinct ``(min, max)`` pairs; ``ValueError`` naming ``edges[e]`` for an entry that
+    is not a pair of integers, is out of range ``[0, num_nodes)`` or is a self-loop."""
     out = set()
-    for e in edges:
-        i, j = int(e[0]), int(e[1])
+    for e, edge in enumerate(edges):
+        name = f"graph_scopes: edges[{e}]"
+        try:
+            pair = tuple(edge)
+        except TypeError:
+            raise ValueError(
+                f"{name}: expected a pair (i, j) of node indices, got {edge!r}"
+            ) from None
+        if len(pair) != 2:
+            raise ValueError(f"{name}: expected a pair (i, j) of node indices, got {edge!r}")
+        i, j = (_integer(v, name) for v in pair)
         if not (0 <= i < num_nodes and 0 <= j < num_nodes):
-            raise ValueError(f"edge {(i, j)} out of range for {num_nodes} nodes")
+            raise ValueError(
+                f"{name} = {(i, j)} is out of range for num_nodes = {num_nodes} "
+                f"(node indices lie in [0, {num_nodes}))"
+            )
         if i == j:
-            raise ValueError(f"self-loop {(i, j)}: scopes are closed neighbourhoods already")
+            raise ValueError(
+                f"{name}: self-loop not allowed (scopes are closed neighbourhoods already), "
+                f"got {(i, j)}"
+            )
         out.add((min(i, j), max(i, j)))
     return sorted(out)
 
@@ -63,23 +90,134 @@ def graph_scopes(num_nodes: int, edges) -> Scopes:
     """Closed neighbourhoods of an undirected graph: ``N(i) = {i} + neighbours(i)``.
 
     Args:
-      num_nodes: ``n = k``.
-      edges: iterable of ``(i, j)`` pairs; duplicates and orientation are ignored.
+      num_nodes: ``n = k``, an integer ``>= 1``.
+      edges: iterable of ``(i, j)`` pairs of integers in ``[0, num_nodes)`` with ``i != j``;
+        duplicates and orientation are ignored.
+
+    Raises:
+      ValueError: naming ``num_nodes`` or the offending ``edges[e]``.
     """
-    if num_nodes < 1:
-        raise ValueError("num_nodes must be >= 1")
+    num_nodes = _positive_integer(num_nodes, "graph_scopes: num_nodes")
     nbrs = [set() for _ in range(num_nodes)]
     for i, j in _normalise_edges(num_nodes, edges):
         nbrs[i].add(j)
         nbrs[j].add(i)
     rows = [[i] + sorted(nbrs[i]) for i in range(num_nodes)]
+    return _padded(rows, num_nodes)
+
+
+def _padded(rows: list[list[int]], num_coords: int) -> Scopes:
+    """Rows of coordinate indices as a padded index array and mask (no checks)."""
     m = max(len(r) for r in rows)
-    index = np.zeros((num_nodes, m), np.int32)
-    mask = np.zeros((num_nodes, m), bool)
+    index = np.zeros((len(rows), m), np.int32)
+    mask = np.zeros((len(rows), m), bool)
     for i, r in enumerate(rows):
         index[i, : len(r)] = r
         mask[i, : len(r)] = True
-    return Scopes(index, mask, num_nodes)
+    return Scopes(index, mask, num_coords)
+
+
+def scopes_from_rows(rows, num_coords: int) -> Scopes:
+    """Scopes from one sequence of coordinate indices per criterion, in scope order.
+
+    ``rows[i]`` lists the coordinates criterion ``i`` reads (the first one is its own for the
+    quadratic features); rows are padded with 0 to the longest. The result passes
+    :func:`check_scopes`: ``num_coords`` an integer ``>= 1``, at least one row, every row
+    non-empty, its entries distinct integers in ``[0, num_coords)``.
+    """
+    num_coords = _positive_integer(num_coords, "scopes_from_rows: num_coords")
+    rows = list(rows)
+    if not rows:
+        raise ValueError("scopes_from_rows: rows: expected at least one criterion, got []")
+    out = []
+    for i, row in enumerate(rows):
+        name = f"scopes_from_rows: rows[{i}]"
+        try:
+            entries = list(row)
+        except TypeError:
+            raise ValueError(
+                f"{name}: expected a sequence of coordinate indices, got {row!r}"
+            ) from None
+        if not entries:
+            raise ValueError(f"{name}: a scope must hold at least one coordinate, got []")
+        out.append([_integer(v, name) for v in entries])
+    return check_scopes(_padded(out, num_coords), where="scopes_from_rows")
+
+
+def check_scopes(scopes: Scopes, num_coords: int | None = None, *,
+                 where: str = "check_scopes") -> Scopes:
+    """Check a :class:`Scopes` and return it with NumPy ``index`` and ``mask``.
+
+    Checks, each a ``ValueError`` prefixed ``where`` and naming the entry:
+
+    * ``scopes.num_coords`` is an integer ``>= 1``, equal to ``num_coords`` when given;
+    * ``scopes.index`` is a 2-D integer array of shape ``(k, m)``, ``k, m >= 1``;
+    * ``scopes.mask`` is a bool array of the same shape;
+    * every criterion has at least one unmasked entry (no empty scope);
+    * every unmasked index lies in ``[0, num_coords)`` (no negative index: JAX gathers would
+      wrap or clamp it silently);
+    * no unmasked index repeats within one criterion's scope.
+
+    Masked (padding) entries are not checked: every reader masks them, so their values do not
+    change any result (the builders pad with 0).
+    """
+    n = _positive_integer(scopes.num_coords, f"{where}: scopes.num_coords")
+    if num_coords is not None and n != num_coords:
+        raise ValueError(
+            f"{where}: scopes.num_coords: must equal the structure's num_coords = {num_coords}, "
+            f"got {n}"
+        )
+    index, mask = np.asarray(scopes.index), np.asarray(scopes.mask)
+    if index.ndim != 2 or 0 in index.shape:
+        raise ValueError(f"{where}: scopes.index: expected a (k, m) array with k, m >= 1, "
+                         f"got shape {index.shape}")
+    if not np.issubdtype(index.dtype, np.integer):
+        raise ValueError(f"{where}: scopes.index: expected an integer array, "
+                         f"got dtype {index.dtype}")
+    if mask.shape != index.shape:
+        raise ValueError(f"{where}: scopes.mask: must have the shape of scopes.index "
+                         f"{index.shape}, got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise ValueError(f"{where}: scopes.mask: expected a bool array, got dtype {mask.dtype}")
+    _check_nonempty(mask, where)
+    _check_in_range(index, mask, n, where)
+    _check_distinct(index, mask, where)
+    return Scopes(index, mask, n)
+
+
+def _check_nonempty(mask: np.ndarray, where: str) -> None:
+    """Every row of ``mask`` has a True entry."""
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        i = int(empty[0])
+        raise ValueError(f"{where}: scopes.mask[{i}]: criterion {i} has an empty scope "
+                         f"(no unmasked entry), got {mask[i].tolist()}")
+
+
+def _check_in_range(index: np.ndarray, mask: np.ndarray, n: int, where: str) -> None:
+    """Every unmasked entry of ``index`` lies in ``[0, n)``."""
+    bad = np.argwhere(mask & ((index < 0) | (index >= n)))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        v = int(index[i, j])
+        why = "negative indices are not allowed" if v < 0 else f"num_coords = {n}"
+        raise ValueError(f"{where}: scopes.index[{i}, {j}]: coordinate index out of range "
+                         f"[0, {n}) ({why}), got {v}")
+
+
+def _check_distinct(index: np.ndarray, mask: np.ndarray, where: str) -> None:
+    """No unmasked entry repeats within a row (entries already checked >= 0)."""
+    m = index.shape[1]
+    # Padding becomes distinct negative sentinels, so only real entries can collide.
+    keyed = np.where(mask, index.astype(np.int64), -1 - np.arange(m, dtype=np.int64)[None, :])
+    srt = np.sort(keyed, axis=1)
+    rows = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
+    if rows.size:
+        i = int(rows[0])
+        dup = srt[i, 1:][srt[i, 1:] == srt[i, :-1]][0]
+        at = np.flatnonzero(mask[i] & (index[i] == dup)).tolist()
+        raise ValueError(f"{where}: scopes.index[{i}]: criterion {i} lists coordinate {int(dup)} "
+                         f"more than once (entries {at}), got {index[i][mask[i]].tolist()}")
 
 
 def chain_edges(num_nodes: int) -> list[tuple[int, int]]:

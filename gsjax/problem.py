@@ -26,14 +26,21 @@ Feature maps (Section 3.4), padded to ``d`` entries with ``feat_mask``:
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gsjax.graphs import Scopes, scopes_are_disjoint
+from gsjax.checks import (
+    check_bounds,
+    check_float_dtype,
+    is_traced,
+    positive_integer,
+    shape_and_values,
+)
+from gsjax.graphs import Scopes, check_scopes, scopes_are_disjoint
 
 __all__ = [
     "FEATURE_KINDS",
@@ -42,6 +49,10 @@ __all__ = [
     "Structure",
     "Problem",
     "Feedback",
+    "Environment",
+    "LinearModel",
+    "LINEAR",
+    "model_features",
     "feature_dim",
     "make_structure",
     "features",
@@ -72,12 +83,10 @@ class Structure:
     noise: str  # "independent" | "correlated"
     disjoint: bool  # no coordinate shared between scopes (block view)
     rff_dim: int = 1  # D for "rff" (1 otherwise, keeps array shapes non-empty)
-    # "linear": y = <phi, theta*> + noise (this module). "adult": the loss comes from data
-    # (gsjax.fairness, Section 7.3), with its static options in env_spec.
-    # "factor": shared factor parameters read through node-specific features (gsjax.factor,
-    # Section 5.3); env_spec is a gsjax.factor.FactorSpec, env_data a FactorData.
-    environment: str = "linear"
-    env_spec: object = None  # hashable static options of a data environment
+    # How the world answers a played state (static, hashable; its arrays are Problem.env_data):
+    # the linear model of this module by default, gsjax.factor.FactorEnv (Section 5.3) or
+    # gsjax.fairness.AdultEnv (Section 7.3).
+    env: "Environment" = dataclasses.field(default_factory=lambda: LINEAR)
 
 
 class Problem(NamedTuple):
@@ -94,7 +103,7 @@ class Problem(NamedTuple):
     s_star: jax.Array  # (n,) minimiser of L over the box
     loss_star: jax.Array  # () L(s*)
     s_star_residual: jax.Array  # () projected-gradient norm at s* (0 when exact)
-    env_data: object = None  # pytree of a data environment's arrays (None for "linear")
+    env_data: object = None  # pytree of the environment's own arrays (None for the linear model)
 
 
 class Feedback(NamedTuple):
@@ -116,11 +125,24 @@ def feature_dim(kind: str, scope_size: int, rff_dim: int = 1) -> int:
 
 
 def make_structure(scopes: Scopes, features_kind: str, noise: str, rff_dim: int = 16) -> Structure:
-    """Static structure from host-side scopes."""
+    """Static structure from host-side scopes.
+
+    Checks (``ValueError`` naming the argument): ``scopes`` passes
+    :func:`gsjax.graphs.check_scopes`; ``features_kind`` and ``noise`` are known kinds;
+    ``rff_dim`` is an integer ``>= 1`` for "rff" features; for "quadratic" features every
+    scope's first entry (the criterion's own coordinate) is unmasked.
+    """
     if features_kind not in FEATURE_KINDS:
-        raise ValueError(f"unknown feature kind {features_kind!r}; allowed: {FEATURE_KINDS}")
+        raise ValueError(f"make_structure: features_kind: unknown feature kind "
+                         f"{features_kind!r}; allowed: {FEATURE_KINDS}")
     if noise not in NOISE_KINDS:
-        raise ValueError(f"unknown noise kind {noise!r}; allowed: {NOISE_KINDS}")
+        raise ValueError(f"make_structure: noise: unknown noise kind {noise!r}; "
+                         f"allowed: {NOISE_KINDS}")
+    scopes = check_scopes(scopes, where="make_structure")
+    if features_kind == "rff":
+        positive_integer(rff_dim, "make_structure: rff_dim")
+    if features_kind == "quadratic":
+        _check_own_first(scopes.mask, "make_structure")
     k, m = scopes.index.shape
     dd = rff_dim if features_kind == "rff" else 1
     return Structure(
@@ -133,6 +155,99 @@ def make_structure(scopes: Scopes, features_kind: str, noise: str, rff_dim: int 
         disjoint=scopes_are_disjoint(scopes),
         rff_dim=dd,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks (host side). Values are checked only when concrete: under jit/vmap a traced
+# argument is never converted to a Python value; its shape (static) is still checked.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_own_first(mask: np.ndarray, where: str) -> None:
+    """Quadratic features read scope entry 0 as the criterion's own coordinate."""
+    bad = np.flatnonzero(~mask[:, 0])
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{where}: scopes.mask[{i}, 0]: quadratic features read the first scope entry as "
+            f"criterion {i}'s own coordinate, so it must be unmasked, got False"
+        )
+
+
+def _check_vector(value, name: str, length: int, desc: str, **bounds) -> None:
+    """A scalar or a ``(length,)`` sequence (what ``broadcast_to(., (length,))`` takes)."""
+    shape, values = shape_and_values(value, name)
+    if shape not in ((), (1,), (length,)):
+        raise ValueError(f"{name}: expected a scalar or {desc} = {length} values, "
+                         f"got shape {shape}")
+    if values is not None:
+        check_bounds(values, name, **bounds)
+
+
+def _check_scalar(value, name: str, **bounds) -> None:
+    shape, values = shape_and_values(value, name)
+    if shape != ():
+        raise ValueError(f"{name}: expected a scalar, got shape {shape}")
+    if values is not None:
+        check_bounds(values, name, **bounds)
+
+
+def _check_theta_values(theta_values, fmask: np.ndarray, features_kind: str) -> None:
+    """An explicit ``theta*``: ``k`` rows, row ``i`` of criterion ``i``'s feature count, finite."""
+    name = "make_problem: theta_values"
+    if theta_values is None:
+        raise ValueError(f"{name}: required for theta_distribution = 'explicit', got None")
+    if is_traced(theta_values):
+        return
+    rows = list(theta_values)
+    k = fmask.shape[0]
+    if len(rows) != k:
+        raise ValueError(f"{name}: expected k = {k} rows (one per criterion), got {len(rows)}")
+    for i, row in enumerate(rows):
+        shape, values = shape_and_values(row, f"{name}[{i}]")
+        d_i = int(fmask[i].sum())
+        if len(shape) != 1 or shape[0] != d_i:
+            raise ValueError(
+                f"{name}[{i}]: theta row {i} has {shape[0] if len(shape) == 1 else shape} "
+                f"entries; criterion {i} has {d_i} {features_kind} features"
+            )
+        check_bounds(values, f"{name}[{i}]")
+
+
+def _check_problem_args(structure: Structure, scopes: Scopes, theta_distribution: str,
+                        theta_values, theta_scale, noise_sigma, s0, rff_lengthscale,
+                        dtype) -> Scopes:
+    """The checks of :func:`make_problem` (see its docstring); returns the checked scopes."""
+    scopes = check_scopes(scopes, structure.num_coords, where="make_problem")
+    want = (structure.num_criteria, structure.scope_size)
+    if scopes.index.shape != want:
+        raise ValueError(
+            f"make_problem: scopes: shape (k, m) must match the structure's "
+            f"(num_criteria, scope_size) = {want} (build the structure from these scopes with "
+            f"make_structure), got {scopes.index.shape}"
+        )
+    if structure.features == "quadratic":
+        _check_own_first(scopes.mask, "make_problem")
+    if theta_distribution not in THETA_DISTRIBUTIONS:
+        raise ValueError(f"make_problem: theta_distribution: unknown theta distribution "
+                         f"{theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
+    if theta_distribution == "explicit":
+        fmask = _feature_mask(structure, scopes.mask)
+        _check_theta_values(theta_values, fmask, structure.features)
+    else:
+        _check_scalar(theta_scale, "make_problem: theta_scale", gt=0.0)
+    k, n = structure.num_criteria, structure.num_coords
+    if structure.noise == "independent":
+        desc = "k (criteria, noise 'independent')"
+    else:
+        desc = "n (coordinates, noise 'correlated')"
+    _check_vector(noise_sigma, "make_problem: noise_sigma",
+                  k if structure.noise == "independent" else n, desc, ge=0.0)
+    _check_vector(s0, "make_problem: s0", n, "n (coordinates)", ge=0.0, le=1.0)
+    if structure.features == "rff":
+        _check_scalar(rff_lengthscale, "make_problem: rff_lengthscale", gt=0.0)
+    check_float_dtype(dtype, "make_problem: dtype")
+    return scopes
 
 
 def _feature_mask(structure: Structure, scope_mask: np.ndarray) -> np.ndarray:
@@ -175,17 +290,18 @@ def features(
     return jnp.sqrt(2.0 / d) * jnp.cos(rff_omega @ x + rff_phase)
 
 
-def all_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
-    """(k, d) features of every criterion at the state ``s`` (n,)."""
-    if structure.environment == "factor":  # Section 5.3: node-specific factor features
-        from gsjax import factor
-
-        return factor.node_features(structure, problem, s)
+def model_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+    """(k, d) the feature maps of this module at ``s`` (n,): criterion ``i``'s on its scope."""
     s_local = s[problem.scopes]  # (k, m)
     phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
         s_local, problem.scope_mask, problem.rff_omega, problem.rff_phase
     )
     return jnp.where(problem.feat_mask, phi, 0.0)
+
+
+def all_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+    """(k, d) features of every criterion at the state ``s`` (n,), as the environment reads them."""
+    return structure.env.features(structure, problem, s)
 
 
 def expected_losses(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
@@ -213,26 +329,78 @@ def draw_noise(key: jax.Array, structure: Structure, problem: Problem) -> jax.Ar
 
 
 def observe(key: jax.Array, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
-    """Feedback at the played state ``s`` (n,)."""
-    if structure.environment == "adult":
-        from gsjax import fairness
-
-        return fairness.observe(key, structure.env_spec, problem.env_data, s)
-    mu = expected_losses(structure, problem, s)
-    return Feedback(y=mu + draw_noise(key, structure, problem), expected_loss=jnp.sum(mu))
+    """Feedback at the played state ``s`` (n,), from the structure's environment."""
+    return structure.env.observe(key, structure, problem, s)
 
 
 def linear_coefficients(structure: Structure, problem: Problem) -> jax.Array:
     """(n,) coefficients ``c`` with ``L(s) = c . s`` for linear features."""
     if structure.features != "linear":
         raise ValueError("linear_coefficients needs linear features")
-    if structure.environment == "factor":  # mixed features: L is linear, read off its gradient
-        zeros = jnp.zeros((structure.num_coords,), problem.theta.dtype)
-        return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
-    w = jnp.where(problem.scope_mask, problem.theta, 0.0)
-    return jnp.zeros((structure.num_coords,), w.dtype).at[problem.scopes.reshape(-1)].add(
-        w.reshape(-1)
-    )
+    return structure.env.linear_coefficients(structure, problem)
+
+
+class Environment:
+    """How the world answers a played state: the linear model of this module, or a subclass.
+
+    The model of gymnax: static options live on the (hashable, frozen-dataclass) environment,
+    which is part of the :class:`Structure`; an instance's arrays live in the :class:`Problem`
+    (its own ones in ``Problem.env_data``). A subclass overrides what differs:
+
+    * ``features(structure, problem, s)`` -- (k, d) the learner's features of every criterion;
+    * ``observe(key, structure, problem, s)`` -- the round's :class:`Feedback`;
+    * ``linear_coefficients(structure, problem)`` -- ``c`` with ``L(s) = c . s`` (linear
+      features only);
+    * ``joint_features`` / ``joint_dim`` -- the joint estimator's ``(k, D)`` feature matrix
+      (Section 5.3); by default every criterion is its own factor (block-diagonal);
+    * ``describe(problem)`` -- extra entries of a summary's ``meta`` (default none);
+    * ``relaxed(problem, relaxed_config)`` -- what ``gsjax tune``'s relaxed runs play.
+
+    ``name`` is for reports; ``coordinate_model`` says that criterion ``i``'s parameters are
+    coefficients of its own features over its scope (what graph refinement, Section 5.2, reads).
+    """
+
+    name: ClassVar[str] = "linear"
+    coordinate_model: ClassVar[bool] = True
+
+    def features(self, structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+        return model_features(structure, problem, s)
+
+    def observe(self, key, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
+        mu = expected_losses(structure, problem, s)
+        return Feedback(y=mu + draw_noise(key, structure, problem), expected_loss=jnp.sum(mu))
+
+    def linear_coefficients(self, structure: Structure, problem: Problem) -> jax.Array:
+        w = jnp.where(problem.scope_mask, problem.theta, 0.0)
+        return jnp.zeros((structure.num_coords,), w.dtype).at[problem.scopes.reshape(-1)].add(
+            w.reshape(-1)
+        )
+
+    def joint_dim(self, structure: Structure) -> int:
+        return structure.num_criteria * structure.feature_dim
+
+    def joint_features(self, structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
+        phi = all_features(structure, problem, s)  # (k, d)
+        k = structure.num_criteria
+        eye = jnp.eye(k, dtype=phi.dtype)
+        return (eye[:, :, None] * phi[:, None, :]).reshape(k, -1)
+
+    def describe(self, problem: Problem) -> dict:
+        return {}
+
+    def relaxed(self, problem: Problem, relaxed_config) -> Problem:
+        """The problem a relaxed (differentiable) run plays: this one, unless the loss is a
+        step function of the state (Adult: smoothed, ``relaxed_config.loss_bandwidth``)."""
+        return problem
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearModel(Environment):
+    """The graph-structured linear model: ``y_i = <phi_i(s|N(i)), theta*_i> + eta_i``."""
+
+
+#: The default environment of a :class:`Structure`.
+LINEAR = LinearModel()
 
 
 def true_minimiser(
@@ -312,18 +480,27 @@ def make_problem(
         ``d_i`` real feature entries of criterion ``i`` in feature order.
       noise_sigma: scalar or sequence ((k,) independent, (n,) correlated).
       s0: scalar or (n,) starting state.
+
+    Raises:
+      ValueError: naming the argument, when ``scopes`` fails
+        :func:`gsjax.graphs.check_scopes` or does not match ``structure`` (shape ``(k, m)``,
+        ``num_coords``; quadratic features: first entry unmasked); ``theta_distribution`` is
+        unknown; an explicit ``theta_values`` has not ``k`` rows of the criteria's feature
+        counts or holds a non-finite value;
+        ``theta_scale`` (drawn ``theta*``) is not finite and ``> 0``; ``noise_sigma`` is not
+        a scalar or ``(k,)`` / ``(n,)`` of finite values ``>= 0``; ``s0`` is not a scalar or
+        ``(n,)`` inside the box ``[0, 1]``; ``rff_lengthscale`` ("rff") is not finite and
+        ``> 0``; ``dtype`` is not a floating dtype. Only concrete values are checked: under
+        ``jit``/``vmap`` a traced argument's shape is checked, never its values.
     """
+    scopes = _check_problem_args(structure, scopes, theta_distribution, theta_values,
+                                 theta_scale, noise_sigma, s0, rff_lengthscale, dtype)
     k, n = structure.num_criteria, structure.num_coords
     fmask = _feature_mask(structure, scopes.mask)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
     if theta_distribution == "explicit":
         theta_np = np.zeros(fmask.shape)
-        for i, row in enumerate(theta_values):
-            if len(row) != int(fmask[i].sum()):
-                raise ValueError(
-                    f"theta row {i} has {len(row)} entries; criterion {i} has "
-                    f"{int(fmask[i].sum())} features"
-                )
+        for i, row in enumerate(theta_values):  # row lengths checked above
             theta_np[i, fmask[i]] = row
         theta = jnp.asarray(theta_np, dtype)
     elif theta_distribution == "normal":

@@ -247,6 +247,9 @@ def run_relaxed(seed_key, kind: str, structure: Structure, spec: AgentSpec, prob
       checkpoint: wrap each block in ``jax.checkpoint`` (set False to measure what it saves).
     """
     init, step = make_relaxed(kind, structure, spec)
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        raise ValueError(f"run_relaxed: horizon: must be an integer >= 1 (a number of rounds), "
+                         f"got {horizon!r}")
     block = default_block(horizon) if block is None else block
     if horizon % block:
         raise ValueError(f"block {block} does not divide horizon {horizon}")

@@ -47,6 +47,7 @@ __all__ = [
     "carry_sharding",
     "SweepResult",
     "NonFiniteFeedback",
+    "check_rounds",
 ]
 
 
@@ -121,12 +122,23 @@ class Carry(NamedTuple):
     totals: RunTotals
 
 
+def check_rounds(value, name: str, where: str) -> int:
+    """A count of rounds: an integer >= 1 (``ValueError`` naming ``where: name`` otherwise)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < 1:
+        raise ValueError(f"{where}: {name}: must be an integer >= 1 (a number of rounds), "
+                         f"got {value!r}")
+    return int(value)
+
+
 def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0):
     """Rounds ``t0+1 .. t0+horizon``: outer scan over record blocks, inner scan over rounds.
 
     ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``. ``t0``
     may be traced, so one compiled chunk serves every chunk of a long run.
     """
+    check_rounds(horizon, "num_rounds", "runner")
+    check_rounds(record_every, "record_every", "runner")
     if horizon % record_every:
         raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
 
@@ -208,6 +220,8 @@ def run(
     Returns:
       ``(final_state, totals, records)``.
     """
+    check_rounds(horizon, "horizon", "run")
+    check_rounds(record_every, "record_every", "run")
     carry = init_carry(seed_key, algo, structure, problem, params)
     carry, records = advance(
         carry, 0, seed_key, algo, structure, problem, params, move_cost, horizon, record_every
@@ -331,6 +345,8 @@ def run_compact(
     axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
     differentiable (use :func:`run` for gradients).
     """
+    check_rounds(horizon, "horizon", "run_compact")
+    check_rounds(record_every, "record_every", "run_compact")
     carry = init_carry_batch(seed_keys_, algo, structure, problem, params, problem_per_seed)
     carry, records = advance_compact(
         carry, 0, seed_keys_, algo, structure, problem, params, move_cost, horizon,
@@ -415,6 +431,8 @@ def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
 
 def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
     """Smallest multiple of ``record_every`` dividing ``horizon`` into at most ``max_chunks``."""
+    check_rounds(horizon, "horizon", "auto_chunk")
+    check_rounds(record_every, "record_every", "auto_chunk")
     for c in range(record_every, horizon + 1, record_every):
         if horizon % c == 0 and horizon // c <= max_chunks:
             return c
@@ -438,6 +456,8 @@ def make_chunked(
     ``t0+1 .. t0+chunk_rounds``; ``t0`` is traced, so ONE compiled ``chunk_fn`` serves every
     chunk. Keys come from the round index, so any chunking gives the unchunked numbers.
     """
+    check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
+    check_rounds(record_every, "record_every", "make_chunked")
     pax = 0 if problem_per_seed else None
     if compact:
 
@@ -550,8 +570,12 @@ def sweep(
     NaN or infinite feedback raises :class:`NonFiniteFeedback` (naming the seed's global id and
     the round) at the end of the chunk where it appeared, before that chunk is checkpointed.
     """
+    check_rounds(horizon, "horizon", "sweep")
+    check_rounds(record_every, "record_every", "sweep")
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
+    if num < 1:
+        raise ValueError("sweep: seed_ids: expected at least one seed, got none")
     ndev = jax.device_count()
     if shard is None:
         shard = ndev > 1

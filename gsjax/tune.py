@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax import experiment, fairness, relaxed, results, runner
+from gsjax import experiment, relaxed, results, runner
 from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
@@ -187,11 +187,11 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     if "beta" in names and entry.agent.beta <= 0:
         raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must be "
                                       f"> 0, got {entry.agent.beta}")
-    if cfg.problem.environment not in ("linear", "adult"):
+    if cfg.problem.environment == "factor":
         raise ConfigError("problem.environment",
-                          f"{cfg.problem.environment!r} is not supported: gsjax tune runs the "
-                          "linear environment, and 'adult' with its step-function loss "
-                          "smoothed (relaxed.loss_bandwidth)")
+                          "'factor' is not supported: gsjax tune runs the linear environment, "
+                          "and 'adult' with its step-function loss smoothed "
+                          "(relaxed.loss_bandwidth)")
     rc = cfg.relaxed or RelaxedConfig()
     cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
     S, T = cfg.seeds, cfg.horizon
@@ -226,10 +226,8 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
             p = p._replace(log_trigger=jnp.exp(u["trigger"]))
         return p
 
-    rprob = built.problem  # the relaxed runs' environment; the held-out runs stay hard
-    if cfg.problem.environment == "adult":  # piecewise constant in tau: smoothed (fairness.py)
-
-        rprob = fairness.smooth(built.problem, rc.loss_bandwidth)
+    # The relaxed runs' environment (Adult's step-function loss smoothed); held-out runs stay hard.
+    rprob = built.structure.env.relaxed(built.problem, rc)
 
     def f(u):
         return obj(to_params(u), rp, keys, rprob, ba.move_cost)

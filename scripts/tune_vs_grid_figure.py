@@ -1,5 +1,5 @@
 """Figures of the README's gsjax tune vs grid comparison, from a ``compare.json`` of
-``python -m gsjax.tune_vs_grid`` (run with ``--iterates`` for the bandit figure's left panel).
+``python -m gsjax.paper.tune_vs_grid`` (run with ``--iterates`` for the bandit figure's left panel).
 
     python scripts/tune_vs_grid_figure.py runs/tune/s72_vs_grid/compare.json \
         docs/tune/section7_2_vs_grid.png

@@ -90,8 +90,10 @@ def run_reference(
 
     Args:
       kind: "linucb" | "lazy" | "async_lazy".
-      scopes: (k, m) int, disjoint blocks (every entry real).
-      theta: (k, m) true parameters.
+      scopes: k rows of coordinate indices, disjoint blocks of any sizes (a (k, m) array of
+        equal blocks, or a list of rows).
+      theta: k rows of true parameters (row i: at least len(scopes[i]) entries; extra
+        entries, e.g. padding, are ignored).
       s0: (n,) start.
       lambda_reg, beta: (k,).
       log_trigger: log of the determinant ratio that triggers.
@@ -111,11 +113,13 @@ def run_reference(
       ``loss_star``, ``s_star``, ``ties_seen``, ``ties_followed`` and ``ties``: a list of
       ``(round index of the action decided, block, tied vertex indices)``.
     """
-    scopes = np.asarray(scopes)
-    theta = np.asarray(theta, np.float64)
-    k, m = scopes.shape
+    # Blocks may have different sizes: row i of scopes (and of theta) is criterion i's.
+    scopes = [np.asarray(r, np.int64) for r in scopes]
+    theta = [np.asarray(th, np.float64)[: len(r)] for th, r in zip(theta, scopes)]
+    k = len(scopes)
     n = int(s0.shape[0])
-    assert len(np.unique(scopes)) == scopes.size, "reference handles disjoint blocks only"
+    flat = np.concatenate(scopes)
+    assert len(np.unique(flat)) == flat.size, "reference handles disjoint blocks only"
     T = eta.shape[0]
 
     coef = np.zeros(n)
@@ -123,8 +127,8 @@ def run_reference(
         coef[scopes[i]] += theta[i]
     s_star, loss_star = brute_force_linear_minimiser(coef)
 
-    V = np.stack([lam * np.eye(m) for lam in lambda_reg]).astype(np.float64)
-    b = np.zeros((k, m))
+    V = [lam * np.eye(len(r)) for lam, r in zip(np.asarray(lambda_reg, np.float64), scopes)]
+    b = [np.zeros(len(r)) for r in scopes]
 
     def logdets():
         return np.array([np.linalg.slogdet(V[i])[1] for i in range(k)])

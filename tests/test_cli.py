@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsjax import cli
+from gsjax import cli, experiment
+from gsjax.__main__ import main as gsjax_main
 from gsjax.config import ConfigError, load_config
-from gsjax import experiment
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted(p for p in (REPO / "configs").glob("*.toml")
@@ -214,29 +214,29 @@ def test_reproduce_runs_the_long_experiments_only_when_asked(tmp_path, monkeypat
     # The configs with [paper].script (Sections 5.1 / 5.2 at scale) are left out of a default
     # `gsjax reproduce`, included by --long or --only, and run through their module's
     # report_section (stubbed here: the real ones take minutes even in quick mode).
-    import gsjax.adaptive_graph
-    import gsjax.large_graphs
-    from gsjax import report
+    import gsjax.paper.adaptive_graph
+    import gsjax.paper.large_graphs
+    from gsjax.paper import report
 
     stems = lambda **kw: {p.stem for p in report.paper_configs(**kw)}  # noqa: E731
     assert not {"adaptive_graph", "large_graphs"} & stems()
     assert {"adaptive_graph", "large_graphs"} <= stems(long=True)
     assert stems() <= stems(long=True)
     calls = []
-    for mod in (gsjax.adaptive_graph, gsjax.large_graphs):
+    for mod in (gsjax.paper.adaptive_graph, gsjax.paper.large_graphs):
         monkeypatch.setattr(mod, "report_section",
                             lambda path, out, quick, log, m=mod.__name__: calls.append(
                                 (m, Path(path).stem, quick)) or [f"SECTION {m}"])
-    assert cli.main(["reproduce", "--quick", "--only", "large_graphs", "--out",
+    assert gsjax_main(["reproduce", "--quick", "--only", "large_graphs", "--out",
                      str(tmp_path / "a")]) == 0
-    assert calls == [("gsjax.large_graphs", "large_graphs", True)]
-    assert "SECTION gsjax.large_graphs" in (tmp_path / "a" / "report.md").read_text()
+    assert calls == [("gsjax.paper.large_graphs", "large_graphs", True)]
+    assert "SECTION gsjax.paper.large_graphs" in (tmp_path / "a" / "report.md").read_text()
     calls.clear()
     monkeypatch.setattr(report, "paper_configs",
                         lambda long=False, f=report.paper_configs: [
                             p for p in f(long) if p.stem in ("adaptive_graph", "large_graphs")])
-    assert cli.main(["reproduce", "--out", str(tmp_path / "b")]) == 0
+    assert gsjax_main(["reproduce", "--out", str(tmp_path / "b")]) == 0
     assert calls == []
-    assert cli.main(["reproduce", "--long", "--out", str(tmp_path / "c")]) == 0
-    assert [c[0] for c in calls] == ["gsjax.adaptive_graph", "gsjax.large_graphs"]
+    assert gsjax_main(["reproduce", "--long", "--out", str(tmp_path / "c")]) == 0
+    assert [c[0] for c in calls] == ["gsjax.paper.adaptive_graph", "gsjax.paper.large_graphs"]
     assert not any(c[2] for c in calls)

@@ -24,13 +24,17 @@ RUN_FOLDERS = ("chunks", "resumed", "grid")
 NOT_RESULTS = {"compile_seconds", "run_seconds", "wall_seconds", "devices", "git_commit"}
 
 
-def _drive(out: Path, devices: int) -> Path:
+def _start(out: Path, devices: int) -> subprocess.Popen:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     flags = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=", "--x=")
     env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}"
-    proc = subprocess.run([sys.executable, str(DRIVER), str(out)], capture_output=True,
-                          text=True, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    return subprocess.Popen([sys.executable, str(DRIVER), str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(proc: subprocess.Popen, out: Path, devices: int) -> Path:
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err[-4000:]
     assert json.loads((out / "devices.json").read_text()) == devices
     return out
 
@@ -45,10 +49,12 @@ def _results(x):
 
 def test_cli_on_two_and_four_devices_equals_one(tmp_path):
     # One test, not one per device count: under pytest-xdist a shared fixture would run the
-    # single-device reference once per worker.
-    single = _drive(tmp_path / "devices1", 1)
+    # single-device reference once per worker. The three processes run at the same time.
+    outs = {d: tmp_path / f"devices{d}" for d in (1, 2, 4)}
+    procs = {d: _start(out, d) for d, out in outs.items()}
+    done = {d: _finish(procs[d], outs[d], d) for d in procs}
     for devices in (2, 4):
-        _compare(single, _drive(tmp_path / f"devices{devices}", devices), devices)
+        _compare(done[1], done[devices], devices)
 
 
 def _compare(single: Path, many: Path, devices: int) -> None:

@@ -8,6 +8,7 @@ checkout, and used from a third folder with nothing else of the checkout on the 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -36,9 +37,18 @@ def test_every_package_is_listed():
 def site(tmp_path_factory):
     """The wheel's contents unpacked into a folder of their own."""
     tmp = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: pip builds in the source tree, and setuptools' build/ folder would
+    # both litter the checkout and carry stale modules into later wheels.
+    src = tmp / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("gsjax", "configs"):
+        shutil.copytree(REPO / name, src / name, ignore=skip)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp), str(REPO)], capture_output=True, text=True)
+         "-w", str(tmp), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = tmp.glob("gsjax-*.whl")
     with zipfile.ZipFile(wheel) as z:

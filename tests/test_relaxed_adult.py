@@ -118,7 +118,7 @@ def test_smoothed_batch_loss(built, smooth):
     tiny = d._replace(bandwidth=jnp.asarray(1e-9, jnp.float64))
     ips = np.asarray(hard.inv_pos_share)
     for estimator in ("plain", "signed", "split"):
-        spec = dataclasses.replace(built.structure.env_spec, gap_estimator=estimator)
+        spec = dataclasses.replace(built.structure.env.spec, gap_estimator=estimator)
         vg = jax.jit(jax.value_and_grad(
             lambda t, k, dd: fairness.smoothed_batch_loss(k, spec, dd, t)))  # noqa: B023
         for i in range(2):

@@ -1,4 +1,4 @@
-"""``python -m gsjax.tune_vs_grid``: the grid's choice and the held-out scores, against
+"""``python -m gsjax.paper.tune_vs_grid``: the grid's choice and the held-out scores, against
 an independent [grid] run (bandit) and ordinary runs with ``eta_scale`` set (OCO)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from gsjax import experiment, tune_vs_grid
+from gsjax import experiment
+from gsjax.paper import tune_vs_grid
 from gsjax.config import ConfigError, load_config
 
 BANDIT = """

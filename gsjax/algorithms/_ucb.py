@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import lcb, linalg
+from gsjax.algorithms import schedules
 from gsjax.algorithms.base import (
     AgentParams,
     AgentSpec,
@@ -32,6 +33,7 @@ from gsjax.algorithms.base import (
     BanditInfo,
     BanditState,
     SolveRequest,
+    split_update,
 )
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
@@ -82,6 +84,7 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
         raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd')")
     if spec.reference not in ("global", "own"):
         raise ValueError(f"unknown reference {spec.reference!r}; allowed: ('global', 'own')")
+    schedule = schedules.BY_KIND[kind](reference=spec.reference)
     n, d = structure.num_coords, structure.feature_dim
 
     def solve(key, stats, beta, s_init, free, params, problem):
@@ -118,24 +121,9 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
         )
         beta = exploration_radius(spec, params, problem, t.astype(dtype))
         triggered = (stats.logdet - state.logdet_ref) > params.log_trigger
-        k = structure.num_criteria
-
-        if kind == "linucb":
-            reopt = jnp.ones((), bool)
-            free = jnp.ones((n,), bool)
-            updated = jnp.ones((k,), bool)
-            logdet_ref = stats.logdet
-        elif kind == "lazy":
-            reopt = jnp.any(triggered)
-            free = jnp.ones((n,), bool)
-            updated = jnp.broadcast_to(reopt, (k,))
-            reset = updated if spec.reference == "global" else triggered
-            logdet_ref = jnp.where(reset, stats.logdet, state.logdet_ref)
-        else:  # async_lazy
-            reopt = jnp.any(triggered)
-            free = coords_of(problem, triggered, n)
-            updated = triggered
-            logdet_ref = jnp.where(triggered, stats.logdet, state.logdet_ref)
+        d = schedule.decide(triggered, stats.logdet, state.logdet_ref,
+                            lambda c: coords_of(problem, c, n), n)
+        reopt, free, updated, logdet_ref = d
         new_state = BanditState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t)
         request = SolveRequest(reoptimise=reopt, free=free, beta=beta)
         info = BanditInfo(
@@ -152,23 +140,8 @@ def make_ucb(kind: str, structure: Structure, spec: AgentSpec) -> BanditAlgorith
         s, _, res = solve(key, state.stats, request.beta, state.s, request.free, params, problem)
         return s, res
 
-    def update(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
-               problem: Problem):
-        state, request, info = prepare(key, state, action, feedback, params, problem)
-
-        def do_solve(_):
-            return solve_request(key, state, request, params, problem)
-
-        def keep(_):
-            return state.s, info.lcb_residual
-
-        if kind == "linucb":
-            s_new, residual = do_solve(None)
-        else:
-            s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep, None)
-        return state._replace(s=s_new), info._replace(lcb_residual=residual)
-
     return BanditAlgorithm(
-        name=kind, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
-        always_solves=(kind == "linucb"),
+        name=kind, init=init, act=act,
+        update=split_update(prepare, solve_request, schedule.always_solves),
+        prepare=prepare, solve=solve_request, always_solves=schedule.always_solves,
     )

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import lcb, linalg
+from gsjax.algorithms import schedules
 from gsjax.algorithms._ucb import exploration_radius, solve_lcb
 from gsjax.algorithms.base import (
     AgentParams,
@@ -67,6 +68,7 @@ from gsjax.algorithms.base import (
     BanditAlgorithm,
     BanditInfo,
     SolveRequest,
+    split_update,
 )
 from gsjax.problem import Feedback, Problem, Structure, all_features, feature_dim
 
@@ -201,8 +203,9 @@ def restricted_theta_hat(stats: linalg.RidgeStats, keep: jax.Array) -> jax.Array
 def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = AdaptiveSpec()
          ) -> BanditAlgorithm:
     """Build ``adaptive_lazy`` for a problem structure, agent spec and adaptive options."""
-    if structure.environment != "linear":
-        raise ValueError("adaptive refinement needs the linear model (environment 'linear')")
+    if not structure.env.coordinate_model:
+        raise ValueError(f"adaptive refinement needs a per-criterion coordinate model (the "
+                         f"linear environment), not {structure.env.name!r}")
     if structure.features not in ("linear", "quadratic"):
         raise ValueError(
             f"adaptive refinement needs 'linear' or 'quadratic' features (a coefficient per "
@@ -214,6 +217,7 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
     if adaptive.refined not in REFINED_KINDS:
         raise ValueError(f"unknown refined schedule {adaptive.refined!r}; allowed: {REFINED_KINDS}")
+    schedule = schedules.BY_KIND[adaptive.refined](reference="global")
     if adaptive.warmup < 0 or not adaptive.gamma >= 0:
         raise ValueError("warmup must be >= 0 and gamma >= 0")
     sup = super_structure(structure)
@@ -297,18 +301,12 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
         beta = radius(params, keep, t.astype(dtype))
         playing = t > tau  # refined (or super-graph) lazy play; the refinement round is apart
         triggered = playing & ((logdet - state.logdet_ref) > params.log_trigger)
-        if adaptive.refined == "lazy":
-            reopt = jnp.any(triggered) | refine_now
-            free = jnp.ones((n,), bool)
-            updated = jnp.broadcast_to(reopt, (k,))
-        else:  # async on the refined scopes
-            idx = super_index(problem)
-            hit = (triggered[:, None] & scope_keep).astype(jnp.int32).reshape(-1)
-            coords = jnp.zeros((n,), jnp.int32).at[idx.reshape(-1)].max(hit) > 0
-            reopt = jnp.any(triggered) | refine_now
-            free = coords | refine_now
-            updated = triggered | refine_now
-        logdet_ref = jnp.where(updated, logdet, state.logdet_ref)
+        def kept_coords(criteria):  # async on the refined scopes
+            hit = (criteria[:, None] & scope_keep).astype(jnp.int32).reshape(-1)
+            return jnp.zeros((n,), jnp.int32).at[super_index(problem).reshape(-1)].max(hit) > 0
+
+        d = schedule.decide(triggered, logdet, state.logdet_ref, kept_coords, n)
+        reopt, free, updated, logdet_ref = schedules.forced(d, refine_now, logdet)
         new_state = AdaptiveState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t,
                                   scope_keep=scope_keep)
         request = SolveRequest(reoptimise=reopt, free=free, beta=beta)
@@ -323,20 +321,8 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
                           request.free, params, problem)
         return s, res
 
-    def update(key, state: AdaptiveState, action, feedback: Feedback, params: AgentParams,
-               problem: Problem):
-        state, request, info = prepare(key, state, action, feedback, params, problem)
-
-        def do_solve(_):
-            return solve_request(key, state, request, params, problem)
-
-        def keep_(_):
-            return state.s, info.lcb_residual
-
-        s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep_, None)
-        return state._replace(s=s_new), info._replace(lcb_residual=residual)
-
-    return BanditAlgorithm(name="adaptive_lazy", init=init, act=act, update=update,
+    return BanditAlgorithm(name="adaptive_lazy", init=init, act=act,
+                           update=split_update(prepare, solve_request, False),
                            prepare=prepare, solve=solve_request, always_solves=False,
                            describe=describe)
 

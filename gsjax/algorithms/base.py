@@ -17,10 +17,14 @@ that exposes the two halves lets a batched runner solve only the seeds that trig
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
+from gsjax.checks import check_bounds, check_float_dtype, shape_and_values
 from gsjax.linalg import RidgeStats
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "BanditInfo",
     "SolveRequest",
     "BanditAlgorithm",
+    "split_update",
 ]
 
 
@@ -43,6 +48,87 @@ class AgentParams(NamedTuple):
     oful_delta: jax.Array  # () OFUL confidence level
     oful_S: jax.Array  # () OFUL bound on ||theta*||
     oful_sigma: jax.Array  # (k,) OFUL sub-Gaussian noise scale
+
+    @classmethod
+    def create(
+        cls,
+        k: int,
+        *,
+        lambda_reg=1.0,
+        beta=1.0,
+        pgd_lr=0.05,
+        trigger_ratio=2.0,
+        oful_delta=0.1,
+        oful_S=1.0,
+        oful_sigma=0.5,
+        dtype=jnp.float32,
+    ) -> AgentParams:
+        """Checked params for ``k`` criteria; per-criterion fields broadcast from a scalar.
+
+        ``lambda_reg``, ``beta`` and ``oful_sigma`` are a scalar or ``k`` values; the others
+        are scalars; ``log_trigger = log(trigger_ratio)`` (computed in float64 for a concrete
+        ratio, as :mod:`gsjax.experiment` does). The ranges are the config layer's
+        (:mod:`gsjax.config`): every value finite, ``lambda_reg > 0``, ``beta >= 0``,
+        ``pgd_lr > 0``, ``trigger_ratio > 1``, ``0 < oful_delta < 1``, ``oful_S > 0``,
+        ``oful_sigma >= 0``; ``k`` an integer ``>= 1``; ``dtype`` floating. A violation is a
+        ``ValueError`` naming the field. Traced values (``create`` called under ``vmap``/``jit``)
+        have their shapes checked, not their values.
+        """
+        k = _check_k(k)
+        check_float_dtype(dtype, f"{_WHERE}: dtype")
+        per = lambda v, name, **b: _per_criterion(v, name, k, dtype, **b)  # noqa: E731
+        one = lambda v, name, **b: _scalar(v, name, dtype, **b)  # noqa: E731
+        return cls(
+            lambda_reg=per(lambda_reg, "lambda_reg", gt=0.0),
+            beta=per(beta, "beta", ge=0.0),
+            pgd_lr=one(pgd_lr, "pgd_lr", gt=0.0),
+            log_trigger=_log_trigger(trigger_ratio, dtype),
+            oful_delta=one(oful_delta, "oful_delta", gt=0.0, lt=1.0),
+            oful_S=one(oful_S, "oful_S", gt=0.0),
+            oful_sigma=per(oful_sigma, "oful_sigma", ge=0.0),
+        )
+
+
+_WHERE = "AgentParams.create"
+
+
+def _check_k(k) -> int:
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{_WHERE}: k: must be an integer >= 1 (the number of criteria), "
+                         f"got {k!r}")
+    return int(k)
+
+
+def _per_criterion(value, name: str, k: int, dtype, **bounds) -> jax.Array:
+    """A scalar or ``(k,)`` value, checked, as a ``(k,)`` array."""
+    shape, values = shape_and_values(value, f"{_WHERE}: {name}")
+    if shape not in ((), (k,)):
+        raise ValueError(f"{_WHERE}: {name}: expected a scalar or k = {k} values (one per "
+                         f"criterion), got shape {shape}")
+    if values is not None:
+        check_bounds(values, f"{_WHERE}: {name}", **bounds)
+    return jnp.broadcast_to(jnp.asarray(value, dtype), (k,))
+
+
+def _scalar(value, name: str, dtype, **bounds) -> jax.Array:
+    """A checked scalar as a ``()`` array."""
+    shape, values = shape_and_values(value, f"{_WHERE}: {name}")
+    if shape != ():
+        raise ValueError(f"{_WHERE}: {name}: expected a scalar, got shape {shape}")
+    if values is not None:
+        check_bounds(values, f"{_WHERE}: {name}", **bounds)
+    return jnp.asarray(value, dtype)
+
+
+def _log_trigger(trigger_ratio, dtype) -> jax.Array:
+    """``log(trigger_ratio)``, the ratio checked ``> 1``; float64 ``math.log`` when concrete."""
+    shape, values = shape_and_values(trigger_ratio, f"{_WHERE}: trigger_ratio")
+    if shape != ():
+        raise ValueError(f"{_WHERE}: trigger_ratio: expected a scalar, got shape {shape}")
+    if values is None:
+        return jnp.log(jnp.asarray(trigger_ratio, dtype))
+    check_bounds(values, f"{_WHERE}: trigger_ratio", gt=1.0)
+    return jnp.asarray(math.log(float(values)), dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +194,30 @@ class BanditAlgorithm(NamedTuple):
     solve: Callable | None = None
     always_solves: bool = False
     describe: Callable | None = None
+
+
+def split_update(prepare: Callable, solve: Callable, always_solves: bool) -> UpdateFn:
+    """The reference ``update`` of an algorithm with a ``prepare``/``solve`` split.
+
+    ``prepare`` updates the statistics and decides; ``solve`` re-minimises (inside a ``cond`` on
+    the request's flag unless ``always_solves``); the policy and the solver's residual are
+    written back. The compacted runner calls the two halves itself (only for the seeds whose
+    request asks), so both paths run the same arithmetic per seed.
+    """
+
+    def update(key, state, action, feedback, params, problem):
+        state, request, info = prepare(key, state, action, feedback, params, problem)
+
+        def do_solve(_):
+            return solve(key, state, request, params, problem)
+
+        def keep(_):
+            return state.s, info.lcb_residual
+
+        if always_solves:
+            s_new, residual = do_solve(None)
+        else:
+            s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep, None)
+        return state._replace(s=s_new), info._replace(lcb_residual=residual)
+
+    return update

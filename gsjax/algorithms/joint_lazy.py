@@ -55,13 +55,23 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import factor, lcb, linalg
-from gsjax.algorithms.base import AgentParams, AgentSpec, BanditAlgorithm, BanditInfo, SolveRequest
+from gsjax.algorithms import schedules
+from gsjax.algorithms.base import (
+    AgentParams,
+    AgentSpec,
+    BanditAlgorithm,
+    BanditInfo,
+    SolveRequest,
+    split_update,
+)
 from gsjax.problem import Feedback, Problem, Structure
 
 __all__ = ["KINDS", "UPDATE_METHOD", "JointState", "make_joint", "make_lazy", "make_linucb",
            "joint_lcb_value", "exploration_radius"]
 
 KINDS = ("joint_lazy", "joint_linucb")
+# One joint determinant: the global doubling (the only reference reading), or every round.
+_SCHEDULES = {"joint_lazy": schedules.doubling, "joint_linucb": schedules.every_round}
 UPDATE_METHOD = "sherman_morrison"  # measured faster than Woodbury on CPU (benchmarks/)
 
 
@@ -119,6 +129,7 @@ def make_joint(kind: str, structure: Structure, spec: AgentSpec,
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
     n, k = structure.num_coords, structure.num_criteria
     p = factor.joint_dim(structure)
+    schedule = _SCHEDULES[kind]()
 
     def solve(key, stats, beta, s_init, free, params, problem):
         theta_hat = linalg.theta_hat(stats)
@@ -154,8 +165,10 @@ def make_joint(kind: str, structure: Structure, spec: AgentSpec,
         stats = linalg.update_rank_k(state.stats, psi, feedback.y, do_refresh, method)
         beta = exploration_radius(spec, params, problem, t.astype(dtype))
         triggered = (stats.logdet - state.logdet_ref) > params.log_trigger
-        reopt = jnp.ones((), bool) if kind == "joint_linucb" else triggered
-        logdet_ref = jnp.where(reopt, stats.logdet, state.logdet_ref)
+        # one joint determinant: the schedule over a single "criterion", every coordinate free
+        d = schedule.decide(triggered[None], stats.logdet[None], state.logdet_ref[None],
+                            None, n)
+        reopt, logdet_ref = d.reoptimise, d.logdet_ref[0]
         new_state = JointState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t)
         request = SolveRequest(
             reoptimise=reopt, free=jnp.ones((n,), bool), beta=jnp.broadcast_to(beta, (k,))
@@ -175,25 +188,10 @@ def make_joint(kind: str, structure: Structure, spec: AgentSpec,
                           problem)
         return s, res
 
-    def update(key, state: JointState, action, feedback: Feedback, params: AgentParams,
-               problem: Problem):
-        state, request, info = prepare(key, state, action, feedback, params, problem)
-
-        def do_solve(_):
-            return solve_request(key, state, request, params, problem)
-
-        def keep(_):
-            return state.s, info.lcb_residual
-
-        if kind == "joint_linucb":
-            s_new, residual = do_solve(None)
-        else:
-            s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep, None)
-        return state._replace(s=s_new), info._replace(lcb_residual=residual)
-
     return BanditAlgorithm(
-        name=kind, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
-        always_solves=(kind == "joint_linucb"),
+        name=kind, init=init, act=act,
+        update=split_update(prepare, solve_request, schedule.always_solves),
+        prepare=prepare, solve=solve_request, always_solves=schedule.always_solves,
     )
 
 

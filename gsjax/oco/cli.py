@@ -1,7 +1,7 @@
 """``gsjax run`` / ``gsjax check`` / ``gsjax reproduce`` for ``kind = "oco"`` configs.
 
 :mod:`gsjax.cli` hands a config file whose top-level ``kind`` is ``"oco"`` to
-:func:`cmd_run` / :func:`cmd_check`; :mod:`gsjax.report` calls :func:`report_section`.
+:func:`cmd_run` / :func:`cmd_check`; :mod:`gsjax.paper.report` calls :func:`report_section`.
 """
 
 from __future__ import annotations

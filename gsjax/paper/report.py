@@ -15,14 +15,20 @@ from pathlib import Path
 import numpy as np
 
 from gsjax import results
-from gsjax.config import config_dirs, load_config
+from gsjax.config import ConfigError, config_dirs, load_config
 from gsjax.experiment import run_config
-from gsjax.figure2 import report_section
 from gsjax.oco.cli import report_section as oco_section
 from gsjax.oco.config import config_kind, load_oco_config
+from gsjax.paper import adaptive_graph, large_graphs
+from gsjax.paper._common import script_section
+from gsjax.paper.figure2 import report_section
 from gsjax.results import write_text
 
-__all__ = ["paper_configs", "reproduce", "experiment_section", "script_section"]
+__all__ = ["paper_configs", "reproduce", "experiment_section", "script_section", "add_parser",
+           "SCRIPTS"]
+
+#: The long experiments named by a config's ``[paper].script``: modules with a report_section.
+SCRIPTS = {m.__name__: m for m in (adaptive_graph, large_graphs)}
 
 
 def paper_configs(long: bool = False) -> list[Path]:
@@ -40,17 +46,6 @@ def paper_configs(long: bool = False) -> list[Path]:
             if p.stem not in out and paper and (long or not paper.get("script")):
                 out[p.stem] = p
     return [out[k] for k in sorted(out)]
-
-
-def script_section(cfg, md: list[str], figure: str) -> list[str]:
-    """Report lines of a long experiment run by its own module (``[paper].script``): heading,
-    description, the module's markdown ``md``, the paper's claim and ``figure`` (relative to the
-    config's folder in the report's folder)."""
-    paper = cfg.paper
-    return [f"## {cfg.name} (paper Section {paper.get('section', '?')})", "",
-            cfg.description.strip(), "", *md, "",
-            f"Paper's claim: {paper.get('claims', '')}", "",
-            f"![{cfg.name}]({cfg.name}/{figure})", ""]
 
 
 def _quick_overrides(cfg) -> list[str]:
@@ -145,11 +140,13 @@ def experiment_section(path: Path, out: Path, quick: bool, log) -> list[str]:
     """Run one paper config (and its sensitivity variants); return its report lines."""
 
     cfg = load_config(path)
-    if cfg.paper.get("script"):  # a module with its own report section (gsjax.large_graphs, ...)
-        import importlib
-
-        return importlib.import_module(cfg.paper["script"]).report_section(path, out, quick, log)
-    if "k_sweep" in cfg.paper:  # Section 5.3 / Figure 2: one run per k (gsjax.figure2)
+    if cfg.paper.get("script"):  # a module with its own report section (gsjax.paper.large_graphs, ...)
+        module = SCRIPTS.get(cfg.paper["script"])
+        if module is None:
+            raise ConfigError("paper.script", f"unknown experiment module "
+                              f"{cfg.paper['script']!r}; known: {sorted(SCRIPTS)}")
+        return module.report_section(path, out, quick, log)
+    if "k_sweep" in cfg.paper:  # Section 5.3 / Figure 2: one run per k (gsjax.paper.figure2)
 
         return report_section(path, out, quick, log)
     base_over = _quick_overrides(cfg) if quick else []
@@ -273,3 +270,23 @@ def reproduce(out: Path, quick: bool = False, only=None, log=print, long: bool =
     path = write_text(out / "report.md", "\n".join(lines) + "\n")
     log(f"wrote {path}")
     return path
+
+
+def add_parser(sub) -> None:
+    """``gsjax reproduce``: every paper experiment, one ``report.md``."""
+    rp = sub.add_parser("reproduce", help="run every paper experiment and write report.md")
+    rp.add_argument("--out", default="runs/reproduce", help="output folder")
+    rp.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, not the paper's)")
+    rp.add_argument("--only", action="append", help="only these experiments (repeatable; a long "
+                                                    "experiment named here runs too)")
+    rp.add_argument("--long", action="store_true",
+                    help="also the long experiments: adaptive_graph (Section 5.2; 8.4 min at 50 "
+                         "seeds) and large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
+                         "cores)")
+    rp.set_defaults(func=_cmd_reproduce)
+
+
+
+def _cmd_reproduce(args) -> int:
+    reproduce(Path(args.out), quick=args.quick, only=args.only, log=print, long=args.long)
+    return 0

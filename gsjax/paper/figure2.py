@@ -14,7 +14,7 @@ between the two algorithms, which overstates the error of paired seeds), and the
 exponent ``a`` of :math:`\rho \propto k^a` (least squares on ``log rho`` vs ``log k``; the paper's
 bound gives ``a = 1/2``).
 
-    python -m gsjax.figure2 configs/figure2_joint.toml --out runs/figure2 \
+    python -m gsjax.paper.figure2 configs/figure2_joint.toml --out runs/figure2 \
         --docs docs/reproduce/figure2
 
 writes ``runs/figure2/k{K}/`` (one ``gsjax run`` folder per ``k``), ``figure2.json``,
@@ -151,7 +151,7 @@ def report_section(path, out, quick: bool, log) -> list[str]:
     res = run_k_sweep(path, Path(out) / cfg.name, over, log=log)
     plot(res, Path(out) / cfg.name / "figure2.png")
     paper = cfg.paper
-    cmd = f"python -m gsjax.figure2 {Path(path).name}" + "".join(f" --set {o}" for o in over)
+    cmd = f"python -m gsjax.paper.figure2 {Path(path).name}" + "".join(f" --set {o}" for o in over)
     lines = [
         f"## {cfg.name} (paper Section {paper.get('section', '?')}, {paper.get('figure', '')})",
         "",
@@ -168,7 +168,7 @@ def report_section(path, out, quick: bool, log) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gsjax.figure2", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m gsjax.paper.figure2", description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--out", default="runs/figure2")
     ap.add_argument("--set", action="append", default=[], help="dotted.key=value override")
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     res = run_k_sweep(path, args.out, args.set, args.k)
     out = Path(args.out)
     plot(res, out / "figure2.png")
-    cmd = f"python -m gsjax.figure2 {args.config}" + "".join(f" --set {o}" for o in args.set)
+    cmd = f"python -m gsjax.paper.figure2 {args.config}" + "".join(f" --set {o}" for o in args.set)
     md = [f"Command: `{cmd}`", ""] + ratio_table(res)
     write_text(out / "figure2.md", "\n".join(md) + "\n")
     print("\n".join(md))

@@ -9,7 +9,7 @@ per node). Per ``k`` it reports, for ``lazy`` (global trigger) and ``async_lazy`
 factors ``global updates / async updates`` and ``global movement / async movement``, with the
 compile and run time of each sweep.
 
-    python -m gsjax.large_graphs configs/large_graphs.toml --out runs/large_graphs \
+    python -m gsjax.paper.large_graphs configs/large_graphs.toml --out runs/large_graphs \
         --seeds 10=100 --seeds 100=100 --seeds 1000=10 --horizon 200 \
         --docs docs/reproduce/large_graphs
 
@@ -26,8 +26,8 @@ import numpy as np
 
 from gsjax.config import find_config, load_config
 from gsjax.experiment import run_config
+from gsjax.paper._common import script_section
 from gsjax.plotting import _plt, _save
-from gsjax.report import script_section
 from gsjax.results import copy_outputs, write_json, write_text
 
 __all__ = ["stiffness", "run_k_sweep", "table", "plot", "run_all", "report_section", "main"]
@@ -132,7 +132,7 @@ def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
     out = Path(out)
     res = run_k_sweep(path, out, overrides, seeds, horizon, log=log)
     plot(res, out / "large_graphs.png")
-    cmd = (f"python -m gsjax.large_graphs {Path(path).stem}"
+    cmd = (f"python -m gsjax.paper.large_graphs {Path(path).stem}"
            + "".join(f" --set {o}" for o in overrides)
            + "".join(f" --seeds {k}={s}" for k, s in (seeds or {}).items())
            + (f" --horizon {horizon}" if horizon else ""))
@@ -152,7 +152,7 @@ def report_section(path, out, quick: bool, log) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gsjax.large_graphs",
+    ap = argparse.ArgumentParser(prog="python -m gsjax.paper.large_graphs",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--out", default="runs/large_graphs")

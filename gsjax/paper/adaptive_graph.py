@@ -19,7 +19,7 @@ coefficient has magnitude in ``[gamma, 2 gamma]``, ``gamma = problem.theta.scale
    first recorded round from which the adaptive learner's mean total regret (prediction +
    movement) stays below the super-graph's ("break-even"), beside ``gamma^-4``.
 
-    python -m gsjax.adaptive_graph configs/adaptive_graph.toml --out runs/adaptive_graph \
+    python -m gsjax.paper.adaptive_graph configs/adaptive_graph.toml --out runs/adaptive_graph \
         --seeds 50 --docs docs/reproduce/adaptive_graph
 """
 
@@ -36,8 +36,8 @@ from gsjax import runner
 from gsjax.algorithms import adaptive as A
 from gsjax.config import find_config, load_config
 from gsjax.experiment import build, run_config
+from gsjax.paper._common import script_section
 from gsjax.plotting import _plt, _save
-from gsjax.report import script_section
 from gsjax.results import copy_outputs, read_npz, write_json, write_text
 
 __all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "run_all",
@@ -256,7 +256,7 @@ def run_all(path, out, overrides=(), seeds=None, log=print, taus=None,
               "seconds": {"recovery": t1 - t0, "regret": t2 - t1}}
     write_json(out / "adaptive_graph.json", result)
     plot(result, out / "adaptive_graph.png")
-    cmd = (f"python -m gsjax.adaptive_graph {Path(path).stem}"
+    cmd = (f"python -m gsjax.paper.adaptive_graph {Path(path).stem}"
            + "".join(f" --set {o}" for o in overrides)
            + (f" --seeds {seeds}" if seeds else "")
            + "".join(f" --tau {g}={t}" for g, t in (taus or {}).items()))
@@ -278,7 +278,7 @@ def report_section(path, out, quick: bool, log) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gsjax.adaptive_graph",
+    ap = argparse.ArgumentParser(prog="python -m gsjax.paper.adaptive_graph",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--out", default="runs/adaptive_graph")

@@ -29,7 +29,7 @@ the hard algorithm on the tuning and on the held-out seeds: the final point chos
 relaxed objective (what ``gsjax tune`` reports), by the lowest hard regret on the tuning seeds,
 and the last iterate.
 
-    python -m gsjax.tune_vs_grid --tune runs/tune/s72_bt \
+    python -m gsjax.paper.tune_vs_grid --tune runs/tune/s72_bt \
         --grid beta=0.0625,0.125,0.25,0.5,1,2 --grid trigger_ratio=1.25,1.5,2,4,8,16 \
         --out runs/tune/s72_vs_grid
 
@@ -418,7 +418,7 @@ def _parse_axis(text: str) -> tuple[str, list[float]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gsjax.tune_vs_grid",
+    ap = argparse.ArgumentParser(prog="python -m gsjax.paper.tune_vs_grid",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("config", nargs="?", help="config (default: the first --tune folder's)")
     ap.add_argument("--tune", action="append", default=[], metavar="DIR",
