@@ -335,7 +335,6 @@ def run_experiment(
     runs = {}
     ck = None
     if checkpoint_dir is not None:
-
         digest = config_hash(cfg)
         ck = checkpoint.load(checkpoint_dir)
         if ck is not None and (ck["config_hash"] != digest or ck["seed_start"] != built.seed_start):

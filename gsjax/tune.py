@@ -424,7 +424,6 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
         result, trace, meta = _tune_bandit(path, names, steps, lr, seeds, heldout_seeds,
                                            horizon, algorithm, overrides, dtype, log, select)
     if out is not None:
-
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
         results.write_json(o / "tune.json", result)

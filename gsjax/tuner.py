@@ -155,7 +155,6 @@ class Tuner:
 
     def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
                  _restore: dict | None = None):
-
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
         if cfg.grid:
@@ -217,7 +216,6 @@ class Tuner:
         if isinstance(config, ExperimentConfig):
             cfg = config if not overrides else parse_config(config_to_dict(config), overrides)
         else:
-
             cfg = load_config(find_config(str(config)), overrides)
         return cls(cfg, algorithm=algorithm, seed=seed)
 
@@ -351,7 +349,6 @@ class Tuner:
                                         f"gsjax reads version {STATE_VERSION}")
         restore = {"leaves": leaves, "counters": meta["counters"]}
         if meta.get("family", "bandit") == "ogd":
-
             return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
                             seed=meta["seed"], budget_index=meta.get("budget_index", 0),
                             _restore=restore)
@@ -381,7 +378,6 @@ class OGDTuner:
 
     def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
                  _restore: dict | None = None):
-
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
         names = [e.name for e in cfg.algorithms]
@@ -440,12 +436,10 @@ class OGDTuner:
     @classmethod
     def from_config(cls, config, algorithm: str | None = None, seed: int = 0,
                     overrides=(), budget_index: int = 0) -> "OGDTuner":
-
         if isinstance(config, OCOConfig):
             cfg = config if not overrides else parse_oco_config(oco_config_to_dict(config),
                                                                 overrides)
         else:
-
             cfg = load_oco_config(find_config(str(config)), overrides)
         return cls(cfg, algorithm=algorithm, seed=seed, budget_index=budget_index)
 
@@ -525,7 +519,6 @@ def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(
     if isinstance(config, OCOConfig):
         return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index)
     if not isinstance(config, ExperimentConfig):
-
         path = find_config(str(config))
         if config_kind(path) == "oco":
             return OGDTuner.from_config(path, algorithm, seed, overrides, budget_index)

@@ -17,6 +17,9 @@ import jax
 
 from gsjax import checkpoint, cli
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
+from cases import TUNE_BANDIT  # noqa: E402
+
 # 7 seeds: not a multiple of 2 or 4, so the padding of the seed axis is exercised. linucb runs
 # the plain vmap chunk, lazy the compacted one (async_lazy shares lazy's path).
 CONFIG = """
@@ -45,27 +48,8 @@ beta = [0.3, 1.0]
 trigger_ratio = [2.0, 4.0]
 """
 
-TUNE = """
-name = "multidevice_tune"
-seeds = 3
-horizon = 20
-[problem]
-structure = "blocks"
-num_blocks = 2
-block_dim = 2
-[problem.theta]
-distribution = "normal"
-per_seed = true
-[problem.noise]
-sigma = 0.5
-[agent]
-lambda_reg = [0.3, 1.0]
-beta = 0.5
-[algorithms.lazy]
-[relaxed]
-temperature = 0.1
-solve_temperature = 0.05
-"""
+# the golden cases' tiny tune config (a relaxed lazy run on two blocks)
+TUNE = TUNE_BANDIT
 
 
 class Crash(BaseException):

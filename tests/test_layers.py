@@ -5,10 +5,8 @@ its own layer without a cycle. ``gsjax/__init__.py`` (the public re-exports) may
 layer below the paper drivers, and nothing imports it for a name of its own. A ``gsjax`` import
 inside a function (the way a cycle is usually dodged) is counted too.
 
-``KNOWN_VIOLATIONS`` (edges allowed to break the rules) and ``MAX_FUNCTION_LEVEL`` (function-level
-imports allowed) were the ratchet of the refactor (16 violations and 140 function-level imports
-on the main of 2026-11); both are now zero, and a new upward edge, cycle or function-level
-import fails this test.
+On the main of 2026-11 there were 16 such edges and 140 function-level imports; there are none
+now, and a new upward edge, cycle or function-level import fails this test.
 """
 
 from __future__ import annotations
@@ -30,11 +28,6 @@ LAYERS = {
     7: ["__main__"],  # the gsjax command: the library's commands plus the paper's reproduce
 }
 PUBLIC = "gsjax"  # the package's __init__
-
-# (importer, imported, why it breaks the rules): to be removed, never added to.
-KNOWN_VIOLATIONS: set[tuple[str, str]] = set()  # none left
-MAX_FUNCTION_LEVEL = 0  # 140 on main before the refactor
-
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")
@@ -129,27 +122,17 @@ def _violations(edges) -> set[tuple[str, str]]:
     return bad
 
 
-def test_no_new_upward_edge_or_cycle():
+def test_no_upward_edge_or_cycle():
     mods, edges, lazy = _graph()
     # Function-level imports count as edges for the layer rules too.
-    bad = _violations(edges | set(lazy))
-    new = sorted(bad - KNOWN_VIOLATIONS)
-    assert not new, f"imports that break the layers (or close a cycle): {new}"
+    bad = sorted(_violations(edges | set(lazy)))
+    assert not bad, f"imports that break the layers (or close a cycle): {bad}"
 
 
-def test_known_violations_are_still_real():
-    """A violation that was fixed must leave KNOWN_VIOLATIONS, so the list only shrinks."""
-    mods, edges, lazy = _graph()
-    bad = _violations(edges | set(lazy))
-    gone = sorted(KNOWN_VIOLATIONS - bad)
-    assert not gone, f"fixed: remove from KNOWN_VIOLATIONS: {gone}"
-
-
-def test_function_level_imports_do_not_grow():
+def test_no_function_level_imports():
     _, _, lazy = _graph()
-    assert len(lazy) <= MAX_FUNCTION_LEVEL, (
-        f"{len(lazy)} function-level gsjax imports (at most {MAX_FUNCTION_LEVEL}): "
-        f"import at module level from a lower layer instead")
+    assert not lazy, (f"function-level gsjax imports {lazy}: import at module level from a "
+                      f"lower layer instead")
 
 
 def test_the_checker_sees_a_cycle_and_an_upward_edge():

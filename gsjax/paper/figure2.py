@@ -185,7 +185,6 @@ def main(argv=None) -> int:
     write_text(out / "figure2.md", "\n".join(md) + "\n")
     print("\n".join(md))
     if args.docs:
-
         print(f"copied to {copy_outputs(out, args.docs, 'figure2')}")
     return 0
 

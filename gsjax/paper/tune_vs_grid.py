@@ -282,11 +282,9 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     horizon = pick(horizon, "horizon")
     S = pick(seeds, "tuning_seeds")
     if kind == "oco":
-
         point = pick(point, "point", 0)
         S = S or load_oco_config(path, overrides).seeds
     else:
-
         dtype = dtype or meta0.get("dtype", "float64")
         S = S or load_config(path, overrides).seeds
     H = pick(heldout_seeds, "heldout_seeds") or S
@@ -378,7 +376,6 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     result["tuned"] = rows
     result["wall_seconds"] = {"heldout_scoring": wall_held}
     if out is not None:
-
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
         results.write_json(o / "compare.json", result)
