@@ -1,6 +1,6 @@
 r"""NumPy baselines of gsjax's LinUCB / LazyGraphLinUCB / Async-LazyGraphLinUCB, for timing.
 
-The SAME algorithms and maths as ``gsjax.algorithms._ucb`` (DESIGN section 2), written twice:
+The SAME algorithms and maths as ``gsjax.algorithms.kernel`` (DESIGN section 2), written twice:
 
 * :func:`run_loop` -- a typical research script: a Python loop over seeds, then over rounds, and
   NumPy per criterion (``np.linalg`` where natural). The LCB and its gradient are Python sums over
@@ -198,7 +198,7 @@ def _empty_totals(c, record_actions):
 
 
 def _decide(c, triggered):
-    """(reopt, updated, reset) per gsjax.algorithms._ucb; arrays (..., k) bool."""
+    """(reopt, updated, reset) per gsjax.algorithms.kernel; arrays (..., k) bool."""
     if c.kind == "linucb":
         ones = np.ones_like(triggered)
         return np.ones(triggered.shape[:-1], bool), ones, ones

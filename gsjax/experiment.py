@@ -24,7 +24,6 @@ import numpy as np
 
 from gsjax import checkpoint, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
-from gsjax.algorithms.adaptive import AdaptiveSpec
 from gsjax.config import (
     AgentConfig,
     ConfigError,
@@ -128,6 +127,14 @@ def _noise_sigma_per_criterion(pc: ProblemConfig, scopes: graphs.Scopes) -> np.n
     return np.sqrt(var)
 
 
+def _adaptive_options(ac: AgentConfig) -> dict:
+    """``adaptive_lazy``'s static options (Section 5.2), where the config sets them."""
+    if ac.warmup is None:
+        return {}
+    return {"warmup": ac.warmup, "signal_gamma": ac.signal_gamma or 0.0,
+            "refined": ac.refined or "lazy"}
+
+
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSpec, AgentParams]:
     spec = AgentSpec(
         solver=ac.solver,
@@ -138,6 +145,7 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
         beta_mode=ac.beta_mode,
         reference=ac.reference,
         refresh_every=ac.refresh_every,
+        **_adaptive_options(ac),
     )
     oful_sigma = sigma_k if ac.oful_sigma is None else ac.oful_sigma
     params = AgentParams(
@@ -195,12 +203,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             stacked = [_agent(p, k, sigma_k, dtype)[1] for p in per_point]
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
-        if entry.algorithm == "adaptive_lazy":  # Section 5.2: its own static options
-
-            adaptive = AdaptiveSpec(ac.warmup, ac.signal_gamma or 0.0, ac.refined or "lazy")
-            algo = REGISTRY[entry.algorithm](structure, spec, adaptive)
-        else:
-            algo = REGISTRY[entry.algorithm](structure, spec)
+        algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 

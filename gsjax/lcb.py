@@ -30,6 +30,7 @@ The norm uses ``sqrt(max(q, 1e-12))`` so that its gradient stays finite where ``
 from __future__ import annotations
 
 import itertools
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +45,13 @@ __all__ = [
     "minimise_pgd",
     "minimise_objective_pgd",
     "minimise_vertex",
+    "minimise_vertices",
+    "Objective",
+    "Blocks",
+    "node_objective",
+    "Pick",
+    "first_pick",
+    "softmin_pick",
     "MAX_VERTEX_COORDS",
     "first_min",
 ]
@@ -57,6 +65,29 @@ def first_min(values: jax.Array) -> jax.Array:
     m = jnp.min(values)
     tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
     return jnp.argmax(values <= m + tol)
+
+
+Pick = Callable[[jax.Array, jax.Array], tuple]  # (values (P,), candidates (P, w)) -> (w,), ()
+
+
+def first_pick(values: jax.Array, candidates: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The hard choice: the :func:`first_min` candidate and its value."""
+    p = first_min(values)
+    return candidates[p], values[p]
+
+
+def softmin_pick(temperature, tie_break) -> Pick:
+    """The soft choice: candidates averaged with weights ``softmax(-(v_p + kappa sqrt(tau) p)
+    / tau)``. As ``tau -> 0`` it is :func:`first_pick`, ties included: the penalty on the index
+    ``p`` vanishes but dominates ``tau``, so an exact tie goes to the lowest index (a penalty
+    proportional to ``tau`` would leave a tie split ``1 : e^{-kappa}`` at every temperature)."""
+
+    def pick(values, candidates):
+        idx = jnp.arange(values.shape[-1], dtype=values.dtype)
+        w = jax.nn.softmax(-(values + tie_break * jnp.sqrt(temperature) * idx) / temperature)
+        return w @ candidates, w @ values
+
+    return pick
 
 
 def _bonus(phi: jax.Array, inv: jax.Array) -> jax.Array:
@@ -116,19 +147,19 @@ def minimise_pgd(
     """
     value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
     return minimise_objective_pgd(
-        key, value, structure.num_coords, s_init, free, num_steps=num_steps,
-        num_starts=num_starts, learning_rate=learning_rate, optimizer=optimizer,
-        include_current=include_current,
+        key, value, s_init, free, num_steps=num_steps, num_starts=num_starts,
+        learning_rate=learning_rate, optimizer=optimizer, include_current=include_current,
     )
 
 
-def minimise_objective_pgd(key, value, n: int, s_init, free, *, num_steps: int,
-                           num_starts: int, learning_rate, optimizer: str = "adam",
-                           include_current: bool = True):
-    """:func:`minimise_pgd` for any differentiable objective ``value(s) -> ()`` on ``[0,1]^n``
-    (the joint LCB of :mod:`gsjax.algorithms.joint_lazy` uses it). Same starts, steps, tie rule
-    and ``(s, value, residual)``."""
+def minimise_objective_pgd(key, value, s_init, free, *, num_steps: int, num_starts: int,
+                           learning_rate, optimizer: str = "adam", include_current: bool = True,
+                           pick: Pick = first_pick):
+    """:func:`minimise_pgd` for any differentiable objective ``value(s) -> ()`` on ``[0,1]^n``.
+    Same starts, steps and ``(s, value, residual)``; ``pick`` chooses among the starts' final
+    points (default: the lowest value, ties to the lowest start)."""
     grad = jax.grad(value)
+    n = s_init.shape[-1]
     if include_current:
         rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
         starts = jnp.concatenate([s_init[None], rand], axis=0)
@@ -154,12 +185,10 @@ def minimise_objective_pgd(key, value, n: int, s_init, free, *, num_steps: int,
         return s
 
     finals = jax.vmap(descend)(starts)
-    values = jax.vmap(value)(finals)
-    best = first_min(values)
-    s = finals[best]
+    s, best_value = pick(jax.vmap(value)(finals), finals)
     g = jnp.where(free, grad(s), 0.0)
     residual = jnp.linalg.norm(s - jnp.clip(s - g, 0.0, 1.0))
-    return s, values[best], residual
+    return s, best_value, residual
 
 
 def _bit_table(width: int, dtype) -> jax.Array:
@@ -176,6 +205,67 @@ def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> ja
     return jnp.where(free, bits[:, rank], base)
 
 
+class Blocks(NamedTuple):
+    """An LCB that separates over disjoint scopes: the per-block terms (linear features)."""
+
+    scopes: jax.Array  # (k, m) int coordinates of each block
+    scope_mask: jax.Array  # (k, m) bool real entries
+    theta_hat: jax.Array  # (k, m)
+    inv: jax.Array  # (k, m, m)
+    beta: jax.Array  # (k,)
+
+
+class Objective(NamedTuple):
+    """What a solver minimises over the box: ``value(s) -> ()``, and, when the LCB separates
+    over disjoint blocks of linear features, its :class:`Blocks` (vertex enumeration then
+    runs block by block)."""
+
+    value: Callable
+    blocks: Blocks | None = None
+
+
+def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta) -> Objective:
+    """The per-criterion LCB (eq. 7) of estimates (k, d), inverses (k, d, d) and beta (k,)."""
+    value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
+    if structure.disjoint and structure.features == "linear":
+        return Objective(value, Blocks(problem.scopes, problem.scope_mask, theta_hat, inv, beta))
+    return Objective(value)
+
+
+def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):
+    """Exact minimiser of a concave objective over the vertices of the free coordinates
+    (block by block when it separates; else the ``2^n`` vertices of the box, ``n <= 16``).
+
+    Vertex ``p`` sets free coordinate ``j`` (in scope order) to bit ``j`` of ``p``; ``pick``
+    chooses (default: the lowest value, ties to the lowest ``p``). Returns
+    ``(s, value, residual)`` with residual 0.
+    """
+    dtype = s_init.dtype
+    zero = jnp.zeros((), dtype)
+    bl = objective.blocks
+    if bl is not None:
+        bits = _bit_table(bl.scopes.shape[1], dtype)  # (P, m)
+
+        def per_block(idx, smask, th, iv, bt):
+            verts = _vertices_from_free(bits, s_init[idx], free[idx] & smask)  # (P, m)
+            return pick(lcb_terms(jnp.where(smask, verts, 0.0), th, iv, bt), verts)
+
+        best, vals = jax.vmap(per_block)(bl.scopes, bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
+        write = (bl.scope_mask & free[bl.scopes]).reshape(-1)
+        # Padded entries point at coordinate 0; route them to a dummy slot so they never write.
+        n = s_init.shape[-1]
+        tgt = jnp.where(write, bl.scopes.reshape(-1), n)
+        s = jnp.concatenate([s_init, jnp.zeros((1,), dtype)]).at[tgt].set(best.reshape(-1))[:-1]
+        return s, jnp.sum(vals), zero
+    n = s_init.shape[-1]
+    if n > MAX_VERTEX_COORDS:
+        raise ValueError(f"vertex enumeration over overlapping scopes needs n <= "
+                         f"{MAX_VERTEX_COORDS}; got n = {n}: use the PGD solver")
+    verts = _vertices_from_free(_bit_table(n, dtype), s_init, free)  # (2^n, n)
+    s, value = pick(jax.vmap(objective.value)(verts), verts)
+    return s, value, zero
+
+
 def minimise_vertex(
     structure: Structure,
     problem: Problem,
@@ -184,44 +274,10 @@ def minimise_vertex(
     beta: jax.Array,
     s_init: jax.Array,
     free: jax.Array,
+    pick: Pick = first_pick,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Exact minimiser for linear features by vertex enumeration; see the module docstring.
-
-    Returns ``(s, value, residual)`` with residual 0 (the minimiser is exact).
-    """
+    """Exact minimiser of the LCB for linear features (:func:`minimise_vertices`)."""
     if structure.features != "linear":
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
-    dtype = s_init.dtype
-    if structure.disjoint:
-        m = structure.scope_size
-        bits = _bit_table(m, dtype)  # (P, m)
-
-        def per_block(idx, smask, th, iv, bt):
-            base = s_init[idx]
-            fr = free[idx] & smask
-            verts = _vertices_from_free(bits, base, fr)  # (P, m)
-            phi = jnp.where(smask, verts, 0.0)
-            vals = lcb_terms(phi, th, iv, bt)  # (P,)
-            p = first_min(vals)
-            return verts[p], vals[p]
-
-        best, vals = jax.vmap(per_block)(problem.scopes, problem.scope_mask, theta_hat, inv, beta)
-        idx = problem.scopes.reshape(-1)
-        write = (problem.scope_mask & free[problem.scopes]).reshape(-1)
-        # Padded entries point at coordinate 0; route them to a dummy slot so they never write.
-        tgt = jnp.where(write, idx, structure.num_coords)
-        s = jnp.concatenate([s_init, jnp.zeros((1,), dtype)]).at[tgt].set(best.reshape(-1))[:-1]
-        return s, jnp.sum(vals), jnp.zeros((), dtype)
-
-    n = structure.num_coords
-    if n > MAX_VERTEX_COORDS:
-        raise ValueError(
-            f"vertex enumeration over overlapping scopes needs n <= {MAX_VERTEX_COORDS}; "
-            f"got n = {n}: use the PGD solver"
-        )
-    bits = _bit_table(n, dtype)
-    verts = _vertices_from_free(bits, s_init, free)  # (2^n, n)
-    vals = jax.vmap(lambda v: lcb_value(structure, problem, v, theta_hat, inv, beta))(verts)
-    p = first_min(vals)
-    return verts[p], vals[p], jnp.zeros((), dtype)
-
+    return minimise_vertices(node_objective(structure, problem, theta_hat, inv, beta), s_init,
+                             free, pick)

@@ -80,15 +80,17 @@ def seed_keys(root_key: jax.Array, seed_ids: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(root_key, seed_ids)
 
 
-def _zero_totals(k: int, dtype) -> RunTotals:
+def _zero_totals(k: int, dtype, counts=jnp.int32) -> RunTotals:
+    """Zero totals; ``counts`` is the dtype of the update counts (a relaxed algorithm's are
+    probabilities, so floats)."""
     zero_i = jnp.zeros((k,), jnp.int32)
     return RunTotals(
         prediction_regret=jnp.zeros((), dtype),
         movement_cost=jnp.zeros((), dtype),
-        updates=zero_i,
+        updates=jnp.zeros((k,), counts),
         changes=zero_i,
         triggers=zero_i,
-        reoptimisations=jnp.zeros((), jnp.int32),
+        reoptimisations=jnp.zeros((), counts),
         max_lcb_residual=jnp.zeros((), dtype),
         first_nonfinite=jnp.zeros((), jnp.int32),
     )
@@ -103,10 +105,10 @@ def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move
     return RunTotals(
         prediction_regret=tot.prediction_regret + (fb.expected_loss - problem.loss_star),
         movement_cost=tot.movement_cost + move_cost * jnp.sum(jnp.abs(action - s_prev)),
-        updates=tot.updates + info.updated.astype(jnp.int32),
+        updates=tot.updates + info.updated.astype(tot.updates.dtype),
         changes=tot.changes + crit_changed.astype(jnp.int32),
         triggers=tot.triggers + info.triggered.astype(jnp.int32),
-        reoptimisations=tot.reoptimisations + info.reoptimised.astype(jnp.int32),
+        reoptimisations=tot.reoptimisations + info.reoptimised.astype(tot.reoptimisations.dtype),
         max_lcb_residual=jnp.maximum(tot.max_lcb_residual, info.lcb_residual),
         first_nonfinite=jnp.where(
             (tot.first_nonfinite == 0) & bad, jnp.asarray(t, jnp.int32), tot.first_nonfinite
@@ -131,11 +133,14 @@ def check_rounds(value, name: str, where: str) -> int:
     return int(value)
 
 
-def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0):
+def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0,
+                 checkpoint: bool = False):
     """Rounds ``t0+1 .. t0+horizon``: outer scan over record blocks, inner scan over rounds.
 
     ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``. ``t0``
-    may be traced, so one compiled chunk serves every chunk of a long run.
+    may be traced, so one compiled chunk serves every chunk of a long run. ``checkpoint``:
+    each block is ``jax.checkpoint``-ed, so reverse mode keeps the carries at block boundaries
+    plus one block's residuals.
     """
     check_rounds(horizon, "num_rounds", "runner")
     check_rounds(record_every, "record_every", "runner")
@@ -160,6 +165,8 @@ def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0):
         )
         return carry, rec
 
+    if checkpoint:
+        block = jax.checkpoint(block)
     return jax.lax.scan(block, carry, t0 + jnp.arange(0, horizon, record_every))
 
 
@@ -167,7 +174,9 @@ def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: P
                params: AgentParams) -> Carry:
     """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``."""
     state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
-    return Carry(state, problem.s0, _zero_totals(structure.num_criteria, problem.theta.dtype))
+    dtype = problem.theta.dtype
+    counts = dtype if algo.relaxed else jnp.int32
+    return Carry(state, problem.s0, _zero_totals(structure.num_criteria, dtype, counts))
 
 
 def advance(
@@ -181,8 +190,10 @@ def advance(
     move_cost,
     num_rounds: int,
     record_every: int = 1,
+    checkpoint: bool = False,
 ) -> tuple[Carry, Records]:
-    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced)."""
+    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); ``checkpoint``:
+    rematerialise each record block in reverse mode (:func:`_scan_rounds`)."""
 
     def round_(carry, t):
         state, s_prev, tot = carry
@@ -193,7 +204,7 @@ def advance(
         tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
         return Carry(state, action, tot), action
 
-    return _scan_rounds(round_, carry, num_rounds, record_every, t0)
+    return _scan_rounds(round_, carry, num_rounds, record_every, t0, checkpoint)
 
 
 def run(
@@ -290,8 +301,6 @@ def advance_compact(
 
     See :func:`run_compact`. Records are seed-first, ``(S, R, ...)``.
     """
-    if algo.prepare is None or algo.solve is None:
-        raise ValueError(f"algorithm {algo.name!r} has no prepare/solve split; use run")
     pax = 0 if problem_per_seed else None
     fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
     num = seed_keys_.shape[0]
@@ -340,8 +349,7 @@ def run_compact(
     """A batch of seeds stepped together, re-optimising only the seeds that triggered.
 
     Same keys, same per-seed arithmetic and same results as ``vmap(run)``; the cost of a
-    round follows the number of seeds that re-optimise in it (DESIGN section 4). Needs an
-    algorithm with ``prepare``/``solve``. The round loop is a ``lax.scan`` outside the seed
+    round follows the number of seeds that re-optimise in it (DESIGN section 4). The round loop is a ``lax.scan`` outside the seed
     axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
     differentiable (use :func:`run` for gradients).
     """
@@ -591,7 +599,7 @@ def sweep(
     if shard:
         keys, problem = shard_seed_axis(keys, problem if problem_per_seed else None, problem)
     if compact is None:
-        compact = algo.prepare is not None and not algo.always_solves
+        compact = not algo.always_solves
     if buffer is None:
         buffer = max(2, int(seed_ids.shape[0]) // 16)
     chunk_rounds = horizon if chunk_rounds is None else int(chunk_rounds)
@@ -645,12 +653,10 @@ def sweep(
     t4 = time.perf_counter()
     totals = jax.device_get(carry.totals)
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
-    final = None
-    if algo.describe is not None:
-        describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
-        if grid:
-            describe = jax.vmap(describe, in_axes=(0, None))
-        final = jax.device_get(jax.jit(describe)(carry.state, problem))
+    describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
+    if grid:
+        describe = jax.vmap(describe, in_axes=(0, None))
+    final = jax.device_get(jax.jit(describe)(carry.state, problem)) or None
     if target > num:
         index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
         totals, records, final = jax.tree_util.tree_map(lambda a: a[index],

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax import experiment, linalg
-from gsjax.algorithms._ucb import exploration_radius
+from gsjax.algorithms.kernel import exploration_radius
 from gsjax.config import (
     ConfigError,
     ExperimentConfig,
@@ -298,7 +298,7 @@ class Tuner:
             phi = all_features(self._structure, prob, s)
             mean = np.asarray(jnp.sum(phi * jax.vmap(linalg.theta_hat)(stats), -1), np.float64)
             q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, stats.inv, phi), np.float64)
-            beta = np.asarray(exploration_radius(self._spec, self._params, prob,
+            beta = np.asarray(exploration_radius(self._spec, self._params, prob.feat_mask,
                                                  jnp.asarray(self.rounds, self._dtype)),
                               np.float64)
             beta = np.broadcast_to(beta, mean.shape)

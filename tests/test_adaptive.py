@@ -10,6 +10,8 @@ sigma^2 V^{-1} X^T X V^{-1})``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import json
 import math
@@ -49,7 +51,7 @@ def _setup(features, dtype, gamma, sigma, num_seeds, seed=0):
 
 
 def _run(structure, problems, spec, adaptive, params, horizon, num_seeds, record_every=1):
-    algo = A.make(structure, spec, adaptive)
+    algo = A.make(structure, dataclasses.replace(spec, **adaptive))
     keys = runner.seed_keys(jax.random.key(7), jnp.arange(num_seeds, dtype=jnp.uint32))
     f = jax.jit(jax.vmap(lambda key, prob: runner.run(key, algo, structure, prob, params, 1.0,
                                                       horizon, record_every)))
@@ -106,7 +108,7 @@ def _batch(features, solver, num_seeds=8):
                                          num_seeds=num_seeds)
             params = _params(K, jnp.float64, lam=LAM, beta=BETA)
             spec = AgentSpec(solver=solver, pgd_steps=5, pgd_starts=2)
-            keys, state, _, rec = _run(structure, probs, spec, A.AdaptiveSpec(TAU, GAMMA),
+            keys, state, _, rec = _run(structure, probs, spec, dict(warmup=TAU, signal_gamma=GAMMA),
                                        params, HORIZON, num_seeds)
             actions = np.asarray(rec.action, np.float64)  # (S, T, n)
             ys = _feedback(keys, structure, probs, jnp.asarray(actions))
@@ -123,7 +125,7 @@ def test_restricted_statistics_equal_reduced_ridge(x64, features, solver):
     structure, probs, params, state, actions, ys = _batch(features, solver)
     num_seeds = actions.shape[0]
     own = np.asarray(probs.scopes)[:, :, 0]
-    keep_state = np.asarray(state.scope_keep)
+    keep_state = np.asarray(state.graph)
     graphs_found = set()
     for s in range(num_seeds):
         for i in range(K):
@@ -167,7 +169,7 @@ def test_masked_lcb_equals_reduced_numpy_lcb(x64):
     for s in range(num_seeds):
         prob = jax.tree_util.tree_map(lambda a: a[s], probs)
         st = jax.tree_util.tree_map(lambda a: a[s], state.stats)
-        keep = state.scope_keep[s]
+        keep = state.graph[s]
         lprob = A.super_problem(structure, prob, keep)
         th_code = A.restricted_theta_hat(st, lprob.feat_mask)
         code_lcb = jax.jit(jax.vmap(lambda x: lcb.lcb_value(
@@ -197,10 +199,10 @@ def test_masked_lcb_equals_reduced_numpy_lcb(x64):
 def test_easy_instance_recovers_the_true_graph(x64):
     num_seeds, tau, gamma = 16, 200, 1.0
     _, structure, probs = _setup("linear", jnp.float64, gamma, sigma=0.1, num_seeds=num_seeds)
-    _, state, totals, _ = _run(structure, probs, AgentSpec(), A.AdaptiveSpec(tau, gamma),
+    _, state, totals, _ = _run(structure, probs, AgentSpec(), dict(warmup=tau, signal_gamma=gamma),
                                _params(K, jnp.float64), tau, num_seeds, record_every=tau)
     truth = np.asarray(jax.vmap(A.true_slots)(probs))
-    np.testing.assert_array_equal(np.asarray(state.scope_keep), truth)
+    np.testing.assert_array_equal(np.asarray(state.graph), truth)
     # The refinement round is the first re-optimisation, an update of every criterion.
     np.testing.assert_array_equal(np.asarray(totals.reoptimisations), 1)
     np.testing.assert_array_equal(np.asarray(totals.updates), 1)
@@ -241,9 +243,9 @@ def test_recovery_grows_with_warmup_and_matches_the_closed_form(x64):
     rates, ses = [], []
     zs = []
     for tau in (40, 320):
-        _, state, _, rec = _run(structure, probs, AgentSpec(), A.AdaptiveSpec(tau, gamma),
+        _, state, _, rec = _run(structure, probs, AgentSpec(), dict(warmup=tau, signal_gamma=gamma),
                                 _params(K, jnp.float64, lam=lam), tau, num_seeds)
-        kept = np.asarray(state.scope_keep)
+        kept = np.asarray(state.graph)
         ok = np.all(kept == truth, axis=(1, 2))
         rates.append(ok.mean())
         ses.append(math.sqrt(max(ok.mean() * (1 - ok.mean()), 0.25 / num_seeds) / num_seeds))
@@ -360,13 +362,13 @@ def test_sweep_reports_the_learned_graph_by_coordinate(x64, tmp_path):
     num_seeds, tau, gamma = 12, 200, 0.5
     scopes, structure, probs = _setup("linear", jnp.float64, gamma, sigma=0.5,
                                       num_seeds=num_seeds)
-    algo = A.make(structure, AgentSpec(), A.AdaptiveSpec(tau, gamma))
+    algo = A.make(structure, AgentSpec(warmup=tau, signal_gamma=gamma))
     params = _params(K, jnp.float64)
     res = runner.sweep(jax.random.key(7), np.arange(num_seeds), algo, structure, probs, params,
                        1.0, tau + 5, problem_per_seed=True)
-    _, state, _, _ = _run(structure, probs, AgentSpec(), A.AdaptiveSpec(tau, gamma), params,
+    _, state, _, _ = _run(structure, probs, AgentSpec(), dict(warmup=tau, signal_gamma=gamma), params,
                           tau + 5, num_seeds)
-    kept = np.asarray(state.scope_keep)
+    kept = np.asarray(state.graph)
     sc, sm = np.asarray(probs.scopes), np.asarray(probs.scope_mask)
     learned = np.zeros((num_seeds, K, K), bool)
     truth = np.zeros((num_seeds, K, K), bool)

@@ -12,7 +12,7 @@ import pytest
 from gsjax import graphs, linalg, runner
 from gsjax import problem as P
 from gsjax.algorithms import REGISTRY, AgentSpec, BanditInfo, BanditState, make
-from gsjax.algorithms._ucb import KINDS
+from gsjax.algorithms.kernel import NODE_KINDS as KINDS
 from numpy_reference import run_reference
 
 LOG2 = math.log(2.0)

@@ -246,10 +246,10 @@ def test_joint_lcb_minimiser_against_brute_force(x64):
                                    rtol=1e-12, atol=1e-12)
     s0 = jnp.full((3,), 0.5)
     free = jnp.ones((3,), bool)
-    s, val, _ = J._minimise_vertex(value, 3, s0, free)
+    s, val, _ = lcb.minimise_vertices(lcb.Objective(value), s0, free)
     np.testing.assert_allclose(float(val), vvals.min(), rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(s), verts[np.argmin(vvals)])
-    s_pgd, val_pgd, _ = lcb.minimise_objective_pgd(jax.random.key(0), value, 3, s0, free, num_steps=200,
+    s_pgd, val_pgd, _ = lcb.minimise_objective_pgd(jax.random.key(0), value, s0, free, num_steps=200,
                                         num_starts=8, learning_rate=0.05, optimizer="adam",
                                         include_current=True)
     assert np.all((np.asarray(s_pgd) >= 0) & (np.asarray(s_pgd) <= 1))

@@ -20,8 +20,8 @@ PKG = Path(__file__).resolve().parents[1] / "gsjax"
 LAYERS = {
     0: ["checks", "linalg", "graphs", "results", "adult"],
     1: ["problem", "factor", "fairness", "lcb", "oco.problem"],
-    2: ["algorithms", "algorithms.*", "relaxed", "oco.algorithms", "oco"],
-    3: ["runner", "checkpoint", "oco.runner", "plotting", "oco.plotting"],
+    2: ["algorithms", "algorithms.*", "oco.algorithms", "oco"],
+    3: ["runner", "relaxed", "checkpoint", "oco.runner", "plotting", "oco.plotting"],
     4: ["config", "oco.config", "experiment", "oco.experiment", "tune", "tuner"],
     5: ["cli", "tuner_cli", "oco.cli"],
     6: ["paper", "paper.*"],  # the paper's drivers: nothing below imports them

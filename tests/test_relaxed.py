@@ -83,19 +83,49 @@ def test_gradient_matches_central_finite_differences(built, name):
     np.testing.assert_allclose(g, fd, rtol=2e-4, atol=1e-6 * np.max(np.abs(fd)))
 
 
-def test_zero_temperature_is_the_hard_run(built):
-    """On the same keys: identical totals and trigger counts at tau = 1e-7, and the gap to the
-    hard run closes as tau falls."""
+# Every registered algorithm, on a problem it runs on: the node-wise ones and adaptive_lazy on a
+# graph (overlapping scopes, so async frees part of the box), the joint ones on a factor graph.
+GRAPH = {
+    "name": "relaxed_graph", "seeds": 3, "horizon": 40, "dtype": "float64",
+    "problem": {"structure": "graph", "graph": "chain", "num_nodes": 3,
+                "noise": {"sigma": 0.5},
+                "theta": {"distribution": "normal", "seed": 1, "per_seed": True}},
+    "agent": {"lambda_reg": 0.5, "beta": 0.5},
+    "algorithms": {"linucb": {}, "lazy": {}, "async_lazy": {},
+                   "adaptive": {"algorithm": "adaptive_lazy", "warmup": 8,
+                                "signal_gamma": 0.3},
+                   "adaptive_async": {"algorithm": "adaptive_lazy", "warmup": 8,
+                                      "signal_gamma": 0.3, "refined": "async_lazy"},
+                   "super": {"algorithm": "adaptive_lazy", "warmup": 0}},
+}
+FACTOR = {
+    "name": "relaxed_factor", "seeds": 3, "horizon": 40, "dtype": "float64",
+    "problem": {"environment": "factor", "s0": 0.5,
+                "factor": {"num_coords": 3, "num_nodes": 3, "layout": "clique",
+                           "mixing": "orthogonal", "mixing_seed": 0},
+                "noise": {"sigma": 0.5},
+                "theta": {"distribution": "normal", "per_seed": True}},
+    "agent": {"lambda_reg": 1.0, "beta": 0.5},
+    "algorithms": {"joint_lazy": {}, "joint_linucb": {},
+                   "joint_pgd": {"algorithm": "joint_lazy", "solver": "pgd"}},
+}
+
+
+@pytest.mark.parametrize("raw", [TINY, GRAPH, FACTOR], ids=["blocks", "graph", "factor"])
+def test_zero_temperature_is_the_hard_run(raw):
+    """Every algorithm's relaxed form, on the same keys: identical totals and trigger counts at
+    tau = 1e-7, and the gap to the hard run closes as tau falls."""
     with jax.enable_x64(True):
+        b = experiment.build(parse_config(raw))
         keys = runner.seed_keys(jax.random.key(0), jnp.arange(3))
-        for ba in built.algorithms:
-            hard = jax.vmap(lambda k, p: runner.run(k, ba.algo, built.structure, p, ba.params,
-                                                    ba.move_cost, 40)[1])(keys, built.problem)
-            obj = jax.jit(relaxed.make_objective(ba.kind, built.structure, ba.spec, 40, True))
+        for ba in b.algorithms:
+            hard = jax.vmap(lambda k, p: runner.run(k, ba.algo, b.structure, p, ba.params,
+                                                    ba.move_cost, 40)[1])(keys, b.problem)
+            obj = jax.jit(relaxed.make_objective(ba.kind, b.structure, ba.spec, 40, True))
             gaps = []
             for tau in (0.3, 1e-7):
                 _, tot = obj(ba.params, relaxed.relax_params(tau, dtype=jnp.float64), keys,
-                             built.problem, ba.move_cost)
+                             b.problem, ba.move_cost)
                 gaps.append(np.max(np.abs(np.asarray(tot.prediction_regret + tot.movement_cost)
                                           - np.asarray(hard.prediction_regret
                                                        + hard.movement_cost))))
@@ -103,8 +133,11 @@ def test_zero_temperature_is_the_hard_run(built):
             np.testing.assert_allclose(tot.movement_cost, hard.movement_cost, rtol=1e-9)
             np.testing.assert_array_equal(tot.triggers, hard.triggers)
             # soft update counts: the hard updates (lazy: every criterion; own/async: triggered)
-            np.testing.assert_allclose(tot.soft_updates, hard.updates, atol=1e-9)
-            assert gaps[0] > 1.0 > 1e-6 > gaps[1], (ba.name, gaps)
+            np.testing.assert_allclose(tot.updates, hard.updates, atol=1e-9)
+            np.testing.assert_allclose(tot.reoptimisations, hard.reoptimisations, atol=1e-9)
+            if ba.kind not in ("linucb", "joint_linucb"):  # they have no trigger to soften
+                assert gaps[0] > 1e-3, (ba.name, gaps)
+            assert gaps[1] < 1e-6, (ba.name, gaps)
 
 
 def test_soft_vertex_limits(x64):
@@ -121,8 +154,9 @@ def test_soft_vertex_limits(x64):
     s0 = jnp.full((4,), 0.5)
     exact_fn = jax.jit(lambda th, iv: lcb.minimise_vertex(b.structure, prob, th, iv, beta, s0,
                                                           jnp.ones(4, bool))[0])
-    soft_fn = jax.jit(lambda th, iv, rp: relaxed.soft_vertex(b.structure, prob, th, iv, beta, s0,
-                                                             rp))
+    soft_fn = jax.jit(lambda th, iv, rp: lcb.minimise_vertex(
+        b.structure, prob, th, iv, beta, s0, jnp.ones(4, bool),
+        lcb.softmin_pick(rp.solve_temperature, rp.tie_break))[0])
     for _ in range(3):
         th = jax.vmap(linalg.theta_hat)(stats)
         exact = exact_fn(th, stats.inv)

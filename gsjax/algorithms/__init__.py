@@ -1,10 +1,12 @@
-"""Bandit algorithms, registered by name.
+"""Bandit algorithms, registered by name: every one is a recipe of :mod:`gsjax.algorithms.kernel`.
 
-``REGISTRY[name](structure, spec) -> BanditAlgorithm``. Later algorithms register themselves
-with :func:`register`.
+``REGISTRY[name](structure, spec, logic=HARD) -> BanditAlgorithm``; ``logic`` is
+:data:`~gsjax.algorithms.decisions.HARD` (the paper's algorithms) or
+:func:`~gsjax.algorithms.decisions.soft` (their relaxed form). Later algorithms register
+themselves with :func:`register`.
 """
 
-from gsjax.algorithms import adaptive, async_lazy, joint_lazy, lazy, linucb
+from gsjax.algorithms import adaptive, joint_lazy
 from gsjax.algorithms.base import (
     AgentParams,
     AgentSpec,
@@ -13,6 +15,8 @@ from gsjax.algorithms.base import (
     BanditState,
     SolveRequest,
 )
+from gsjax.algorithms.decisions import HARD, Logic
+from gsjax.algorithms.kernel import node_recipe
 
 __all__ = [
     "REGISTRY",
@@ -24,12 +28,14 @@ __all__ = [
     "BanditInfo",
     "BanditState",
     "SolveRequest",
+    "HARD",
+    "Logic",
 ]
 
 REGISTRY = {
-    "linucb": linucb.make,
-    "lazy": lazy.make,
-    "async_lazy": async_lazy.make,
+    "linucb": node_recipe("linucb"),
+    "lazy": node_recipe("lazy"),  # Section 4; spec.reference "global" | "own"
+    "async_lazy": node_recipe("async_lazy"),  # Section 5.1
     "joint_lazy": joint_lazy.make_lazy,  # Section 5.3, factor-graph problems only
     "joint_linucb": joint_lazy.make_linucb,
     "adaptive_lazy": adaptive.make,  # Section 5.2
@@ -37,16 +43,16 @@ REGISTRY = {
 
 
 def register(name: str, factory) -> None:
-    """Add an algorithm factory ``factory(structure, spec) -> BanditAlgorithm``."""
+    """Add an algorithm factory ``factory(structure, spec, logic=HARD) -> BanditAlgorithm``."""
     if name in REGISTRY:
         raise ValueError(f"algorithm {name!r} is already registered")
     REGISTRY[name] = factory
 
 
-def make(name: str, structure, spec) -> BanditAlgorithm:
+def make(name: str, structure, spec, logic: Logic = HARD) -> BanditAlgorithm:
     """Look up and build an algorithm; unknown names list the registered ones."""
     try:
         factory = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; registered: {sorted(REGISTRY)}") from None
-    return factory(structure, spec)
+    return factory(structure, spec, logic)

@@ -8,7 +8,7 @@ problem's feature kind built over the super-scopes (``linear``: ``D = n``; ``qua
 Example 1: ``D = 2n + 1``, ``[1, s_o, s_o^2, {s_j}, {s_o s_j}]``). By Corollary 5 the true
 model is realisable there, with ``theta*`` padded by zeros.
 
-Phases (``AdaptiveSpec``):
+Phases (``AgentSpec.warmup``, ``signal_gamma``, ``refined``):
 
 1. **Warm-up**, rounds ``1 .. tau``: play ``s_t ~ U([0,1]^n)``, independent uniform draws from
    the round's ``act`` key (our choice of "isotropic exploration noise": it makes Assumption C
@@ -54,29 +54,21 @@ with ``d_i`` the number of KEPT features of criterion ``i``.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from gsjax import lcb, linalg
 from gsjax.algorithms import schedules
-from gsjax.algorithms._ucb import exploration_radius, solve_lcb
-from gsjax.algorithms.base import (
-    AgentParams,
-    AgentSpec,
-    BanditAlgorithm,
-    BanditInfo,
-    SolveRequest,
-    split_update,
-)
-from gsjax.problem import Feedback, Problem, Structure, all_features, feature_dim
+from gsjax.algorithms.base import AgentSpec, BanditAlgorithm
+from gsjax.algorithms.decisions import HARD, Logic
+from gsjax.algorithms.kernel import Estimator, check_solver, exploration_radius, make_kernel
+from gsjax.problem import Problem, Structure, all_features, feature_dim
 
 __all__ = [
     "REFINED_KINDS",
-    "AdaptiveSpec",
-    "AdaptiveState",
     "make",
+    "restricted",
     "super_structure",
     "super_index",
     "super_problem",
@@ -88,33 +80,6 @@ __all__ = [
 ]
 
 REFINED_KINDS = ("lazy", "async_lazy")
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaptiveSpec:
-    """Static options of adaptive refinement.
-
-    Attributes:
-      warmup: ``tau``, rounds of uniform exploration on the super-graph (0: no refinement,
-        lazy on the super-graph throughout).
-      gamma: the signal level of Assumption B; coordinates with coefficient statistic
-        ``> gamma / 2`` are kept.
-      refined: schedule after the test, ``"lazy"`` or ``"async_lazy"``.
-    """
-
-    warmup: int = 100
-    gamma: float = 0.5
-    refined: str = "lazy"
-
-
-class AdaptiveState(NamedTuple):
-    """What the next round needs (one seed)."""
-
-    stats: linalg.RidgeStats  # data_gram (k,D,D) FULL S; b (k,D) full; inv (k,D,D) of V_K; logdet (k,) kept block
-    logdet_ref: jax.Array  # (k,) kept-block log det V at each criterion's reference
-    s: jax.Array  # (n,) active policy (played from round tau + 1 on)
-    t: jax.Array  # () int32, observations so far
-    scope_keep: jax.Array  # (k, n) bool, super-scope slots kept (slot 0, own: always); all before the test
 
 
 def super_structure(structure: Structure) -> Structure:
@@ -200,72 +165,23 @@ def restricted_theta_hat(stats: linalg.RidgeStats, keep: jax.Array) -> jax.Array
     return jnp.einsum("kij,kj->ki", stats.inv, jnp.where(keep, stats.b, 0.0))
 
 
-def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = AdaptiveSpec()
-         ) -> BanditAlgorithm:
-    """Build ``adaptive_lazy`` for a problem structure, agent spec and adaptive options."""
-    if not structure.env.coordinate_model:
-        raise ValueError(f"adaptive refinement needs a per-criterion coordinate model (the "
-                         f"linear environment), not {structure.env.name!r}")
-    if structure.features not in ("linear", "quadratic"):
-        raise ValueError(
-            f"adaptive refinement needs 'linear' or 'quadratic' features (a coefficient per "
-            f"coordinate); got {structure.features!r}"
-        )
-    if spec.solver not in ("vertex", "pgd"):
-        raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd')")
-    if spec.solver == "vertex" and structure.features != "linear":
-        raise ValueError("vertex enumeration is exact only for linear features; use PGD")
-    if adaptive.refined not in REFINED_KINDS:
-        raise ValueError(f"unknown refined schedule {adaptive.refined!r}; allowed: {REFINED_KINDS}")
-    schedule = schedules.BY_KIND[adaptive.refined](reference="global")
-    if adaptive.warmup < 0 or not adaptive.gamma >= 0:
-        raise ValueError("warmup must be >= 0 and gamma >= 0")
+def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
+    """Ridge on the complete super-graph, restricted after round ``tau`` to the learned graph
+    (``graph``: the kept super-scope slots (k, n); see the module docstring)."""
     sup = super_structure(structure)
-    if spec.solver == "vertex" and sup.num_coords > lcb.MAX_VERTEX_COORDS:
-        raise ValueError(
-            f"vertex enumeration on the complete super-graph needs n <= {lcb.MAX_VERTEX_COORDS}; "
-            f"got n = {sup.num_coords}: use the PGD solver"
-        )
     n, k, d = sup.num_coords, sup.num_criteria, sup.feature_dim
-    kind, tau, gamma = structure.features, int(adaptive.warmup), float(adaptive.gamma)
+    kind, tau, gamma = structure.features, int(spec.warmup), float(spec.signal_gamma)
 
-    def radius(params: AgentParams, keep, t):  # d_i = the kept features of criterion i
-        return exploration_radius(spec, params, None, t, feat_mask=keep)
-
-    def solve(key, stats, scope_keep, beta, s_init, free, params, problem):
-        prob = super_problem(structure, problem, scope_keep)
-        theta_hat = restricted_theta_hat(stats, prob.feat_mask)
-        return solve_lcb(key, sup, spec, prob, theta_hat, stats.inv, beta, s_init, free, params)
-
-    def init(key, params: AgentParams, problem: Problem) -> AdaptiveState:
+    def init(params, problem):
         dtype = problem.theta.dtype
         stats = jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg)
-        t = jnp.zeros((), jnp.int32)
-        scope_keep = jnp.ones((k, n), bool)
-        if tau == 0:  # Corollary 5: lazy on the super-graph from the first round
-            beta = radius(params, feature_keep(kind, scope_keep), t.astype(dtype))
-            s, _, _ = solve(key, stats, scope_keep, beta, problem.s0, jnp.ones((n,), bool),
-                            params, problem)
-        else:  # the first LCB policy comes after the test; warm-up plays are random
-            s = problem.s0
-        return AdaptiveState(stats=stats, logdet_ref=stats.logdet, s=s, t=t,
-                             scope_keep=scope_keep)
+        return stats, jnp.ones((k, n), bool)
 
-    def act(key, state: AdaptiveState, params: AgentParams, problem: Problem):
-        del params
-        if tau == 0:
-            return state.s, state
-        explore = jax.random.uniform(key, (n,), state.s.dtype)
-        return jnp.where(state.t < tau, explore, state.s), state
-
-    def prepare(key, state: AdaptiveState, action, feedback: Feedback, params: AgentParams,
-                problem: Problem):
-        """Statistics, sparsity test (round tau), trigger and references; ``s`` unchanged."""
-        del key
-        dtype = problem.theta.dtype
+    def observe(state, action, feedback, t, params, problem):
+        """Statistics of the full features, the sparsity test at round tau, the masked
+        inverse and log-det of the kept features."""
         full = super_problem(structure, problem, jnp.ones((k, n), bool))
         phi = all_features(sup, full, action)  # (k, D) full super-graph features
-        t = state.t + 1
         st = state.stats
         data_gram = st.data_gram + jnp.einsum("ki,kj->kij", phi, phi)
         b = st.b + phi * feedback.y[:, None]
@@ -276,9 +192,9 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
             inv_full = jax.vmap(linalg.sherman_morrison)(st.inv, phi)
             theta_full = jnp.einsum("kij,kj->ki", inv_full, b)
             scope_keep = jnp.where(refine_now, sparsity_test(kind, theta_full, gamma),
-                                   state.scope_keep)
+                                   state.graph)
         else:
-            scope_keep = state.scope_keep
+            scope_keep = state.graph
         keep = feature_keep(kind, scope_keep)
         phi_k = jnp.where(keep, phi, 0.0)
         if spec.refresh_every == 1:
@@ -298,36 +214,67 @@ def make(structure: Structure, spec: AgentSpec, adaptive: AdaptiveSpec = Adaptiv
         else:
             inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
         stats = linalg.RidgeStats(data_gram=data_gram, lam=st.lam, inv=inv, b=b, logdet=logdet)
-        beta = radius(params, keep, t.astype(dtype))
-        playing = t > tau  # refined (or super-graph) lazy play; the refinement round is apart
-        triggered = playing & ((logdet - state.logdet_ref) > params.log_trigger)
-        def kept_coords(criteria):  # async on the refined scopes
-            hit = (criteria[:, None] & scope_keep).astype(jnp.int32).reshape(-1)
-            return jnp.zeros((n,), jnp.int32).at[super_index(problem).reshape(-1)].max(hit) > 0
+        return stats, scope_keep
 
-        d = schedule.decide(triggered, logdet, state.logdet_ref, kept_coords, n)
-        reopt, free, updated, logdet_ref = schedules.forced(d, refine_now, logdet)
-        new_state = AdaptiveState(stats=stats, logdet_ref=logdet_ref, s=state.s, t=t,
-                                  scope_keep=scope_keep)
-        request = SolveRequest(reoptimise=reopt, free=free, beta=beta)
-        info = BanditInfo(triggered=triggered, updated=updated, reoptimised=reopt,
-                          lcb_residual=jnp.zeros((), dtype))
-        return new_state, request, info
+    def objective(stats, graph, beta, problem):
+        prob = super_problem(structure, problem, graph)
+        theta_hat = restricted_theta_hat(stats, prob.feat_mask)
+        return lcb.node_objective(sup, prob, theta_hat, stats.inv, beta)
 
-    def solve_request(key, state: AdaptiveState, request: SolveRequest, params: AgentParams,
-                      problem: Problem):
-        """The re-minimised policy ``(s, residual)`` for a prepared state (ignores the flag)."""
-        s, _, res = solve(key, state.stats, state.scope_keep, request.beta, state.s,
-                          request.free, params, problem)
-        return s, res
-
-    return BanditAlgorithm(name="adaptive_lazy", init=init, act=act,
-                           update=split_update(prepare, solve_request, False),
-                           prepare=prepare, solve=solve_request, always_solves=False,
-                           describe=describe)
+    return Estimator(
+        init=init, observe=observe,
+        # d_i = the kept features of criterion i
+        radius=lambda params, problem, graph, t: exploration_radius(
+            spec, params, feature_keep(kind, graph), t),
+        objective=objective,
+        # async on the refined scopes
+        union=lambda L, c, graph, problem: L.union(c, super_index(problem), graph, n),
+        to_nodes=lambda x: x,
+    )
 
 
-def describe(state: AdaptiveState, problem: Problem) -> dict:
+def make(structure: Structure, spec: AgentSpec, logic: Logic = HARD) -> BanditAlgorithm:
+    """Build ``adaptive_lazy`` for a problem structure and agent spec (its options:
+    ``spec.warmup``, ``spec.signal_gamma``, ``spec.refined``)."""
+    if not structure.env.coordinate_model:
+        raise ValueError(f"adaptive refinement needs a per-criterion coordinate model (the "
+                         f"linear environment), not {structure.env.name!r}")
+    if structure.features not in ("linear", "quadratic"):
+        raise ValueError(
+            f"adaptive refinement needs 'linear' or 'quadratic' features (a coefficient per "
+            f"coordinate); got {structure.features!r}"
+        )
+    check_solver(structure, spec)
+    if spec.refined not in REFINED_KINDS:
+        raise ValueError(f"unknown refined schedule {spec.refined!r}; allowed: {REFINED_KINDS}")
+    if spec.warmup < 0 or not spec.signal_gamma >= 0:
+        raise ValueError("warmup must be >= 0 and signal_gamma >= 0")
+    n = structure.num_coords
+    if spec.solver == "vertex" and n > lcb.MAX_VERTEX_COORDS:
+        raise ValueError(
+            f"vertex enumeration on the complete super-graph needs n <= {lcb.MAX_VERTEX_COORDS}; "
+            f"got n = {n}: use the PGD solver"
+        )
+    tau = int(spec.warmup)
+
+    def act(key, state, params, problem):
+        del params, problem
+        explore = jax.random.uniform(key, (n,), state.s.dtype)
+        return jnp.where(state.t < tau, explore, state.s), state
+
+    def phase(t):  # refined (or super-graph) lazy play after the test; the test round forced
+        return t > tau, t == tau
+
+    schedule = schedules.BY_KIND[spec.refined](reference="global")
+    if tau == 0:  # Corollary 5: lazy on the super-graph from the first round
+        return make_kernel("adaptive_lazy", structure, spec, restricted(structure, spec),
+                           schedule, logic, describe=describe)
+    # the first LCB policy comes after the test; warm-up plays are random
+    return make_kernel("adaptive_lazy", structure, spec, restricted(structure, spec), schedule,
+                       logic, act=act, phase=phase, first_policy=False, describe=describe)
+
+
+def describe(state, problem: Problem) -> dict:
     """The learned graph of one seed by coordinate: ``learned_neighbours[i, j]`` (k, n) is True
     when coordinate ``j`` is in criterion ``i``'s refined scope ``N̂(i)`` (all True before the
     sparsity test), ``true_neighbours`` the same for the true scope ``N(i)``."""
@@ -336,5 +283,5 @@ def describe(state: AdaptiveState, problem: Problem) -> dict:
     def by_coord(slots):
         return jax.vmap(lambda ix, sl: jnp.zeros(sl.shape, bool).at[ix].set(sl))(idx, slots)
 
-    return {"learned_neighbours": by_coord(state.scope_keep),
+    return {"learned_neighbours": by_coord(state.graph),
             "true_neighbours": by_coord(true_slots(problem))}

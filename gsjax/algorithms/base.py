@@ -9,9 +9,9 @@ seed; the runner adds ``lax.scan`` over rounds and ``vmap`` over seeds:
   round's observation, decide whether to re-optimise, and if so compute the next policy.
 
 ``update`` is ``prepare`` (statistics, trigger, references: cheap) followed, when the returned
-:class:`SolveRequest` asks for it, by ``solve`` (the LCB minimisation: expensive). An algorithm
-that exposes the two halves lets a batched runner solve only the seeds that triggered
-(:func:`gsjax.runner.make_sweep` with ``compact=True``); ``update`` is the reference form.
+:class:`SolveRequest` asks for it, by ``solve`` (the LCB minimisation: expensive); the two
+halves let a batched runner solve only the seeds that triggered (:func:`gsjax.runner.make_sweep`
+with ``compact=True``); ``update`` is the reference form.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ __all__ = [
     "BanditInfo",
     "SolveRequest",
     "BanditAlgorithm",
-    "split_update",
 ]
 
 
@@ -143,6 +142,10 @@ class AgentSpec:
     beta_mode: str = "constant"  # "constant" | "oful"
     reference: str = "global"  # global lazy only: "global" | "own"
     refresh_every: int = 1  # recompute V^{-1}, log det V from V every this many rounds
+    # adaptive_lazy only (Section 5.2, gsjax.algorithms.adaptive):
+    warmup: int = 100  # tau, rounds of uniform exploration on the super-graph (0: no test)
+    signal_gamma: float = 0.5  # gamma of Assumption B: slots with statistic > gamma / 2 kept
+    refined: str = "lazy"  # schedule after the test: "lazy" | "async_lazy"
 
 
 class BanditState(NamedTuple):
@@ -152,6 +155,7 @@ class BanditState(NamedTuple):
     logdet_ref: jax.Array  # (k,) log det V at each criterion's reference (last update)
     s: jax.Array  # (n,) active policy s_active, the state played next round
     t: jax.Array  # () int32, observations so far
+    graph: object = ()  # the estimator's extra state: adaptive_lazy's kept scope slots (k, n)
 
 
 class BanditInfo(NamedTuple):
@@ -177,47 +181,23 @@ UpdateFn = Callable[..., tuple]
 
 
 class BanditAlgorithm(NamedTuple):
-    """An algorithm as pure functions with its static settings bound by closure.
+    """An algorithm as pure functions with its static settings bound by closure
+    (:func:`gsjax.algorithms.kernel.make_kernel` builds every one).
 
-    ``prepare`` and ``solve`` are optional (None for algorithms without the split).
-    ``always_solves`` marks algorithms that re-optimise every round (no compaction possible).
-    ``describe(state, problem) -> dict[str, Array]`` (optional) reduces ONE seed's final state
-    to small diagnostics (e.g. the learned graph of ``adaptive_lazy``); the runner returns them
-    per seed as :attr:`gsjax.runner.SweepResult.final`.
+    ``update`` is ``prepare`` then, when its request asks, ``solve``. ``always_solves`` marks
+    algorithms that re-optimise every round (no compaction possible). ``describe(state,
+    problem) -> dict[str, Array]`` reduces ONE seed's final state to small diagnostics (e.g.
+    the learned graph of ``adaptive_lazy``; empty for most); the runner returns them per seed as
+    :attr:`gsjax.runner.SweepResult.final`. ``relaxed``: built with the soft logic, so its
+    update counts are probabilities (floats).
     """
 
     name: str
     init: InitFn
     act: ActFn
     update: UpdateFn
-    prepare: Callable | None = None
-    solve: Callable | None = None
-    always_solves: bool = False
-    describe: Callable | None = None
-
-
-def split_update(prepare: Callable, solve: Callable, always_solves: bool) -> UpdateFn:
-    """The reference ``update`` of an algorithm with a ``prepare``/``solve`` split.
-
-    ``prepare`` updates the statistics and decides; ``solve`` re-minimises (inside a ``cond`` on
-    the request's flag unless ``always_solves``); the policy and the solver's residual are
-    written back. The compacted runner calls the two halves itself (only for the seeds whose
-    request asks), so both paths run the same arithmetic per seed.
-    """
-
-    def update(key, state, action, feedback, params, problem):
-        state, request, info = prepare(key, state, action, feedback, params, problem)
-
-        def do_solve(_):
-            return solve(key, state, request, params, problem)
-
-        def keep(_):
-            return state.s, info.lcb_residual
-
-        if always_solves:
-            s_new, residual = do_solve(None)
-        else:
-            s_new, residual = jax.lax.cond(request.reoptimise, do_solve, keep, None)
-        return state._replace(s=s_new), info._replace(lcb_residual=residual)
-
-    return update
+    prepare: Callable
+    solve: Callable
+    always_solves: bool
+    describe: Callable
+    relaxed: bool = False

@@ -16,11 +16,12 @@ the coordinates left free, the criteria that count an update, and the new refere
 refinement round of Section 5.2). An estimator with one joint determinant (Section 5.3) is a
 schedule over one "criterion".
 
-``decide(triggered, logdet, logdet_ref, coords_of, n)``: ``triggered``, ``logdet`` and
-``logdet_ref`` are (k,); ``coords_of(criteria) -> (n,) bool`` is the union of the marked
-criteria's scopes (the estimator's: the problem's scopes, or a learned graph's; called only by
-the schedules that need it), ``n`` the number of coordinates. Every output is computed with ``jnp`` on these arrays, so a schedule is traced once
-into whatever kernel uses it.
+``decide(L, fired, logdet, logdet_ref, union, n)``: ``L`` is the kernel's
+:class:`~gsjax.algorithms.decisions.Logic` (hard booleans or soft gates: one schedule serves
+both), ``fired`` its truth values (k,) of the trigger, ``logdet`` and ``logdet_ref`` are (k,),
+``union(criteria) -> (n,)`` the OR of the marked criteria's scopes (the estimator's: the
+problem's scopes, or a learned graph's; called only by the schedules that need it), ``n`` the
+number of coordinates.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ __all__ = ["Decision", "Schedule", "every_round", "doubling", "per_criterion", "
 
 
 class Decision(NamedTuple):
-    """What a schedule decided after a round's update."""
+    """What a schedule decided after a round's update (truth values of the kernel's Logic)."""
 
-    reoptimise: jax.Array  # () bool
-    free: jax.Array  # (n,) bool, the coordinates the solver may move
-    updated: jax.Array  # (k,) bool, criteria counting an update (the paper's "moves")
+    reoptimise: jax.Array  # () re-minimise
+    free: jax.Array  # (n,) the coordinates the solver may move (soft: the policy's gate)
+    updated: jax.Array  # (k,) criteria counting an update (the paper's "moves")
     logdet_ref: jax.Array  # (k,) the references after this round
 
 
@@ -52,10 +53,10 @@ class Schedule(NamedTuple):
 
 
 def every_round() -> Schedule:
-    def decide(triggered, logdet, logdet_ref, coords_of, n: int) -> Decision:
-        del logdet_ref, coords_of
-        k = triggered.shape[0]
-        return Decision(jnp.ones((), bool), jnp.ones((n,), bool), jnp.ones((k,), bool), logdet)
+    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
+        del logdet_ref, union
+        k = fired.shape[0]
+        return Decision(L.true(()), L.true((n,)), L.true((k,)), logdet)
 
     return Schedule("every_round", True, decide)
 
@@ -64,29 +65,30 @@ def doubling(reference: str = "global") -> Schedule:
     if reference not in ("global", "own"):
         raise ValueError(f"unknown reference {reference!r}; allowed: ('global', 'own')")
 
-    def decide(triggered, logdet, logdet_ref, coords_of, n: int) -> Decision:
-        del coords_of
-        reopt = jnp.any(triggered)
-        updated = jnp.broadcast_to(reopt, triggered.shape)
-        reset = updated if reference == "global" else triggered
-        return Decision(reopt, jnp.ones((n,), bool), updated, jnp.where(reset, logdet, logdet_ref))
+    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
+        del union
+        reopt = L.any(fired)
+        updated = jnp.broadcast_to(reopt, fired.shape)
+        reset = updated if reference == "global" else fired
+        return Decision(reopt, jnp.broadcast_to(reopt, (n,)), updated,
+                        L.select(reset, logdet, logdet_ref))
 
     return Schedule(f"doubling_{reference}", False, decide)
 
 
 def per_criterion() -> Schedule:
-    def decide(triggered, logdet, logdet_ref, coords_of, n: int) -> Decision:
+    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
         del n
-        return Decision(jnp.any(triggered), coords_of(triggered), triggered,
-                        jnp.where(triggered, logdet, logdet_ref))
+        return Decision(L.any(fired), union(fired), fired, L.select(fired, logdet, logdet_ref))
 
     return Schedule("per_criterion", False, decide)
 
 
-def forced(decision: Decision, flag, logdet) -> Decision:
-    """``decision``, except that when ``flag`` holds every coordinate is free, every criterion
-    updated and every reference reset."""
-    return Decision(decision.reoptimise | flag, decision.free | flag, decision.updated | flag,
+def forced(L, decision: Decision, flag, logdet) -> Decision:
+    """``decision``, except that when ``flag`` (a bool) holds every coordinate is free, every
+    criterion updated and every reference reset."""
+    return Decision(L.force(decision.reoptimise, flag), L.force(decision.free, flag),
+                    L.force(decision.updated, flag),
                     jnp.where(flag, logdet, decision.logdet_ref))
 
 

@@ -25,6 +25,8 @@ coefficient has magnitude in ``[gamma, 2 gamma]``, ``gamma = problem.theta.scale
 
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import math
 import time
@@ -80,9 +82,10 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
         sigma = float(np.max(cfg.problem.noise.sigma))
         keys = runner.seed_keys(jax.random.key(cfg.root_seed), jnp.arange(seeds, dtype=jnp.uint32))
         for tau in paper["tau_sweep"]:
-            algo = A.make(built.structure, ba.spec, A.AdaptiveSpec(tau, gamma, "lazy"))
+            spec = dataclasses.replace(ba.spec, warmup=tau, signal_gamma=gamma, refined="lazy")
+            algo = A.make(built.structure, spec)
             f = jax.jit(jax.vmap(lambda key, prob: runner.run(
-                key, algo, built.structure, prob, ba.params, ba.move_cost, tau, tau)[0].scope_keep))
+                key, algo, built.structure, prob, ba.params, ba.move_cost, tau, tau)[0].graph))
             t0 = time.perf_counter()
             kept = np.asarray(f(keys, built.problem))
             secs = time.perf_counter() - t0

@@ -28,20 +28,26 @@ DATA = Path(__file__).resolve().parent / "data"
 SLOW = {"run_section7_3", "run_figure2_joint", "run_adaptive_graph", "run_large_graphs",
         "tune_oco"}
 RTOL = 1e-4
+# Cases whose arithmetic a refactor reassociated on purpose, with the tolerance it needs and why:
+# the relaxed path became the bandit kernel with the soft logic (issue 15). Its forward values
+# at the initial point are unchanged to the last bit; the reverse pass reassociates at the 1e-15
+# level, which two descent steps carry into the trace, and the gradient check's relative error
+# (a difference of nearly equal numbers) moves by 2e-8 relative.
+REASSOCIATED = {"tune_bandit": 1e-6}
 
 
-def _close(a, b, exact: bool, path: str = "") -> None:
+def _close(a, b, exact: bool, path: str = "", rtol: float = RTOL) -> None:
     if isinstance(a, dict):
         assert isinstance(b, dict) and sorted(a) == sorted(b), path
         for k in a:
-            _close(a[k], b[k], exact, f"{path}.{k}")
+            _close(a[k], b[k], exact, f"{path}.{k}", rtol)
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), path
         for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, exact, f"{path}[{i}]")
+            _close(x, y, exact, f"{path}[{i}]", rtol)
     elif isinstance(a, float) and not exact:
         assert isinstance(b, (int, float)), path
-        assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=RTOL,
+        assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rtol,
                                                                  abs_tol=1e-6), (path, a, b)
     else:
         assert a == b, (path, a, b)
@@ -53,8 +59,9 @@ def test_golden(name, tmp_path):
     fn, arg = CASES[name]
     doc, arrays = fn(arg, tmp_path)
     ref = json.loads((DATA / f"{name}.json").read_text())
-    exact = ref["jax_version"] == jax.__version__
-    _close(ref["doc"], json.loads(json.dumps(doc)), exact)
+    exact = ref["jax_version"] == jax.__version__ and name not in REASSOCIATED
+    rtol = REASSOCIATED.get(name, RTOL) if ref["jax_version"] == jax.__version__ else RTOL
+    _close(ref["doc"], json.loads(json.dumps(doc)), exact, rtol=rtol)
     if name.startswith("run_") and "algorithms" in doc:
         for algo in doc["algorithms"].values():  # s* is the minimiser of the expected loss
             if "prediction_regret" in algo:
@@ -67,4 +74,4 @@ def test_golden(name, tmp_path):
             if exact or not np.issubdtype(want.dtype, np.floating):
                 np.testing.assert_array_equal(got, want, err_msg=key)
             else:
-                np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-6, err_msg=key)
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6, err_msg=key)

@@ -1,0 +1,126 @@
+r"""The two decisions of a bandit kernel, hard or soft: the trigger gate and the argmin.
+
+A :class:`Logic` is the part of a kernel that turns numbers into decisions. The schedules
+(:mod:`gsjax.algorithms.schedules`) are written once over it, and the kernel
+(:mod:`gsjax.algorithms.kernel`) applies its decision through it, so every algorithm has a hard
+form and a relaxed (differentiable) form built from the same code:
+
+* :data:`HARD` -- truth values are booleans. Criterion ``i`` fires when
+  ``log det V_i - log det V_i(ref) > log c``; "any" is ``jnp.any``; a decision selects with
+  ``jnp.where``; the policy is re-minimised inside a ``lax.cond`` over the free coordinates only,
+  and the solver keeps its best candidate (:func:`gsjax.lcb.first_pick`).
+* :func:`soft` -- a truth value is stored as ``log P(false)`` (so an OR is a sum, exact in the
+  tails and with finite gradients). Criterion ``i`` fires with probability
+  ``g_i = \sigma((\log\det V_i - \log\det V_i^{\rm ref} - \log c)/\tau)``; "any" of several is
+  ``1 - \prod (1 - g_i)``; a decision blends, ``p a + (1 - p) b`` (the references, and the policy
+  ``s = G s_solved + (1 - G) s_old`` per coordinate); the solver runs every round over every
+  coordinate and averages its candidates with soft-min weights (:func:`gsjax.lcb.softmin_pick`).
+
+As ``tau, tau_s -> 0`` every soft value tends to the hard one, so the relaxed run is the hard run
+on the same keys (``tests/test_relaxed.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gsjax import lcb
+
+__all__ = ["Logic", "HARD", "RelaxParams", "relax_params", "soft"]
+
+
+class RelaxParams(NamedTuple):
+    """Relaxation settings (traced: a temperature sweep reuses one compiled program)."""
+
+    temperature: jax.Array  # () tau: trigger gates, in log-det units
+    solve_temperature: jax.Array  # () tau_s: soft-min over candidates, in LCB units
+    tie_break: jax.Array  # () kappa: candidate p is penalised by kappa sqrt(tau_s) p
+
+
+def relax_params(temperature: float = 0.1, solve_temperature: float | None = None,
+                 tie_break: float = 0.01, dtype=jnp.float32) -> RelaxParams:
+    """:class:`RelaxParams` from floats (``solve_temperature`` defaults to ``temperature``)."""
+    ts = temperature if solve_temperature is None else solve_temperature
+    return RelaxParams(jnp.asarray(temperature, dtype), jnp.asarray(ts, dtype),
+                       jnp.asarray(tie_break, dtype))
+
+
+class Logic(NamedTuple):
+    """Truth values and decisions (see the module docstring). ``T`` is the truth type."""
+
+    soft: bool
+    fires: Callable  # (growth (k,), log_trigger) -> T (k,)
+    true: Callable  # shape -> T of that shape
+    any: Callable  # T (k,) -> T ()
+    union: Callable  # (T (k,), scopes (k, m), mask (k, m), n) -> T (n,): OR over scopes
+    force: Callable  # (T, flag: bool) -> T, true where the flag holds
+    where: Callable  # (on: bool, T) -> T, false where ``on`` does not hold
+    select: Callable  # (T, a, b) -> a where true, else b (blended when soft)
+    count: Callable  # T -> what a count adds (bool when hard, a probability when soft)
+    solve_mask: Callable  # free T (n,) -> the bool mask the solver frees
+    apply: Callable  # (reoptimise T (), free T (n,), solve () -> (s, res), s_old, residual)
+    pick: lcb.Pick  # the solver's choice among candidates
+
+
+def _hard_union(truth, scopes, mask, n: int):
+    hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
+    return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
+
+
+def _hard_apply(reoptimise, free, solve, s_old, residual):
+    del free
+    return jax.lax.cond(reoptimise, lambda _: solve(), lambda _: (s_old, residual), None)
+
+
+HARD = Logic(
+    soft=False,
+    fires=lambda growth, log_trigger: growth > log_trigger,
+    true=lambda shape: jnp.ones(shape, bool),
+    any=jnp.any,
+    union=_hard_union,
+    force=lambda x, flag: x | flag,
+    where=lambda on, x: on & x,
+    select=jnp.where,
+    count=lambda x: x,
+    solve_mask=lambda free: free,
+    apply=_hard_apply,
+    pick=lcb.first_pick,
+)
+
+
+def soft(relax: RelaxParams) -> Logic:
+    """The relaxed :class:`Logic` at the temperatures of ``relax`` (traced values allowed)."""
+    prob = lambda log_not: -jnp.expm1(log_not)  # noqa: E731
+
+    def union(log_not, scopes, mask, n: int):
+        contrib = jnp.where(mask, log_not[:, None], 0.0).reshape(-1)
+        return jnp.zeros((n,), log_not.dtype).at[scopes.reshape(-1)].add(contrib)
+
+    def select(log_not, a, b):
+        p = prob(log_not)
+        return p * a + (1.0 - p) * b
+
+    def apply(reoptimise, free, solve, s_old, residual):
+        del reoptimise, residual
+        s_new, res = solve()
+        gate = prob(free)
+        return gate * s_new + (1.0 - gate) * s_old, res
+
+    return Logic(
+        soft=True,
+        fires=lambda growth, log_trigger: jax.nn.log_sigmoid(
+            -(growth - log_trigger) / relax.temperature),
+        true=lambda shape: jnp.full(shape, -jnp.inf, relax.temperature.dtype),
+        any=jnp.sum,
+        union=union,
+        force=lambda x, flag: jnp.where(flag, -jnp.inf, x),
+        where=lambda on, x: jnp.where(on, x, 0.0),
+        select=select,
+        count=prob,
+        solve_mask=lambda free: jnp.ones(free.shape, bool),
+        apply=apply,
+        pick=lcb.softmin_pick(relax.solve_temperature, relax.tie_break),
+    )

@@ -1,0 +1,245 @@
+r"""One bandit kernel, built from parts: estimator x schedule x solver x logic.
+
+Every algorithm of gsjax is :func:`make_kernel` applied to four parts (the way BlackJAX builds
+kernels from a few functions and Optax chains transformations):
+
+* an :class:`Estimator` -- what is learnt and how the LCB reads it: per-criterion ridge
+  (:func:`ridge`), the joint estimator of Section 5.3 (:mod:`gsjax.algorithms.joint_lazy`), ridge
+  restricted to a learned graph (:mod:`gsjax.algorithms.adaptive`);
+* a :class:`~gsjax.algorithms.schedules.Schedule` -- when to re-minimise and over which
+  coordinates (every round, the doubling trigger with either reference reading, per criterion);
+* a solver -- ``spec.solver``: exact vertex enumeration or PGD (:func:`solve_objective`);
+* a :class:`~gsjax.algorithms.decisions.Logic` -- hard decisions (the algorithms of the paper)
+  or soft ones (their relaxed, differentiable form; :mod:`gsjax.relaxed`).
+
+The round: ``t <- t + 1``; the estimator adds the observation; criterion ``i`` fires when
+``log det V_i - log det V_i(ref) > log c``; the schedule decides; the solver re-minimises the LCB
+(:mod:`gsjax.lcb`) over the free coordinates, in a ``lax.cond`` (hard) or every round with the
+policy blended (soft). ``prepare`` is the cheap half (statistics, trigger, references) and
+``solve`` the expensive one, so a batched runner can solve only the seeds that fired
+(:func:`gsjax.runner.run_compact`). The first policy is ``argmin LCB_0`` (prior statistics) from
+``s0``, not counted as an update; the update of round ``t`` gives the policy of round ``t + 1``.
+
+Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12,
+``beta_{t,i} = sigma sqrt(d_i log((1 + t L^2 / lambda_i) / delta)) + sqrt(lambda_i) S`` with
+``L = 1`` and ``d_i`` the criterion's real feature count.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gsjax import lcb, linalg
+from gsjax.algorithms import schedules
+from gsjax.algorithms.base import (
+    AgentParams,
+    AgentSpec,
+    BanditAlgorithm,
+    BanditInfo,
+    BanditState,
+    SolveRequest,
+)
+from gsjax.algorithms.decisions import HARD, Logic
+from gsjax.problem import Feedback, Problem, Structure, all_features
+
+__all__ = ["Estimator", "make_kernel", "ridge", "solve_objective", "exploration_radius",
+           "check_solver", "node_recipe", "NODE_KINDS"]
+
+NODE_KINDS = ("linucb", "lazy", "async_lazy")
+
+
+class Estimator(NamedTuple):
+    """What a kernel learns (one seed). ``stats`` carry ``logdet`` ((c,) or ()), the
+    determinants the trigger reads; ``graph`` is the estimator's own extra state (``()`` when
+    none).
+
+    * ``init(params, problem) -> (stats, graph)``
+    * ``observe(state, action, feedback, t, params, problem) -> (stats, graph)``
+    * ``radius(params, problem, graph, t) -> beta`` (the exploration radius after ``t`` rounds)
+    * ``objective(stats, graph, beta, problem) -> lcb.Objective``
+    * ``union(logic, criteria (c,), graph, problem) -> (n,)`` the OR of the criteria's scopes
+    * ``to_nodes(x (c,)) -> (k,)`` per-criterion values as the k criteria see them
+    """
+
+    init: Callable
+    observe: Callable
+    radius: Callable
+    objective: Callable
+    union: Callable
+    to_nodes: Callable
+
+
+def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Array, t
+                       ) -> jax.Array:
+    """(k,) ``beta_{t,i}`` after ``t`` observations; ``d_i`` counts the True entries of
+    ``feat_mask`` (k, d) (the problem's real features, or a learned graph's kept ones)."""
+    if spec.beta_mode == "constant":
+        return params.beta
+    d_i = jnp.sum(feat_mask, axis=-1).astype(params.lambda_reg.dtype)
+    lam = params.lambda_reg
+    log_term = jnp.log((1.0 + t / lam) / params.oful_delta)
+    return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
+
+
+def check_solver(structure: Structure, spec: AgentSpec) -> None:
+    """``ValueError`` for an unknown solver or reference, or vertices on non-linear features."""
+    if spec.solver not in ("vertex", "pgd"):
+        raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd')")
+    if spec.reference not in ("global", "own"):
+        raise ValueError(f"unknown reference {spec.reference!r}; allowed: ('global', 'own')")
+    if spec.solver == "vertex" and structure.features != "linear":
+        raise ValueError("vertex enumeration is exact only for linear features; use PGD")
+
+
+def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Objective, s_init,
+                    free, pick: lcb.Pick = lcb.first_pick):
+    """``(s, value, residual)``: the spec's solver on ``objective`` over the ``free``
+    coordinates from ``s_init``, choosing among candidates with ``pick``."""
+    if spec.solver == "vertex":
+        return lcb.minimise_vertices(objective, s_init, free, pick)
+    return lcb.minimise_objective_pgd(
+        key, objective.value, s_init, free, num_steps=spec.pgd_steps,
+        num_starts=spec.pgd_starts, learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
+        include_current=spec.pgd_include_current, pick=pick,
+    )
+
+
+def refresh_now(spec: AgentSpec, t):
+    """Whether round ``t`` recomputes ``V^{-1}``, ``log det V`` from the data Gram (static
+    True when every round does)."""
+    return True if spec.refresh_every == 1 else (t % spec.refresh_every) == 0
+
+
+def _keep(key, state, params, problem):
+    del key, params, problem
+    return state.s, state
+
+
+def _always(t):
+    del t
+    return True, False
+
+
+def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Estimator,
+                schedule: schedules.Schedule, logic: Logic = HARD, *, act: Callable = _keep,
+                phase: Callable = _always, first_policy: bool = True,
+                describe: Callable | None = None) -> BanditAlgorithm:
+    """The :class:`BanditAlgorithm` of the parts (see the module docstring).
+
+    Args:
+      act: ``act(key, state, params, problem) -> (action, state)``; default plays ``state.s``.
+      phase: ``phase(t) -> (playing, forced)``: the trigger counts only while ``playing`` and
+        ``forced`` re-minimises everything (the warm-up and refinement round of Section 5.2);
+        default ``(True, False)``.
+      first_policy: ``init`` computes ``argmin LCB_0`` (else the first policy is ``s0``).
+      describe: ``describe(state, problem) -> dict`` of one seed's final state (default: none).
+    """
+    n = structure.num_coords
+    L, est = logic, estimator
+    always = schedule.always_solves or L.soft
+
+    def solve(key, state: BanditState, beta, free, params, problem):
+        objective = est.objective(state.stats, state.graph, beta, problem)
+        return solve_objective(key, spec, params, objective, state.s, L.solve_mask(free), L.pick)
+
+    def init(key, params: AgentParams, problem: Problem) -> BanditState:
+        stats, graph = est.init(params, problem)
+        t = jnp.zeros((), jnp.int32)
+        state = BanditState(stats=stats, logdet_ref=jnp.reshape(stats.logdet, (-1,)),
+                            s=problem.s0, t=t, graph=graph)
+        if not first_policy:
+            return state
+        beta = est.radius(params, problem, graph, t.astype(problem.theta.dtype))
+        s, _, _ = solve(key, state, beta, L.true((n,)), params, problem)
+        return state._replace(s=s)
+
+    def prepare(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
+                problem: Problem):
+        """Statistics, trigger and references; the policy ``state.s`` is left unchanged."""
+        del key
+        t = state.t + 1
+        stats, graph = est.observe(state, action, feedback, t, params, problem)
+        beta = est.radius(params, problem, graph, t.astype(problem.theta.dtype))
+        logdet = jnp.reshape(stats.logdet, (-1,))
+        growth = logdet - state.logdet_ref
+        triggered = growth > params.log_trigger
+        fired = L.fires(growth, params.log_trigger)
+        playing, forced = phase(t)
+        if playing is not True:
+            triggered, fired = playing & triggered, L.where(playing, fired)
+        d = schedule.decide(L, fired, logdet, state.logdet_ref,
+                            lambda c: est.union(L, c, graph, problem), n)
+        if forced is not False:
+            d = schedules.forced(L, d, forced, logdet)
+        new_state = BanditState(stats=stats, logdet_ref=d.logdet_ref, s=state.s, t=t,
+                                graph=graph)
+        info = BanditInfo(triggered=est.to_nodes(triggered),
+                          updated=L.count(est.to_nodes(d.updated)),
+                          reoptimised=L.count(d.reoptimise),
+                          lcb_residual=jnp.zeros((), problem.theta.dtype))
+        return new_state, SolveRequest(reoptimise=d.reoptimise, free=d.free, beta=beta), info
+
+    def solve_request(key, state: BanditState, request: SolveRequest, params: AgentParams,
+                      problem: Problem):
+        """The re-minimised policy ``(s, residual)`` for a prepared state (ignores the flag)."""
+        s, _, res = solve(key, state, request.beta, request.free, params, problem)
+        return s, res
+
+    def update(key, state, action, feedback, params, problem):
+        state, request, info = prepare(key, state, action, feedback, params, problem)
+        solve_ = lambda: solve_request(key, state, request, params, problem)  # noqa: E731
+        if always and not L.soft:
+            s, res = solve_()
+        else:
+            s, res = L.apply(request.reoptimise, request.free, solve_, state.s, info.lcb_residual)
+        return state._replace(s=s), info._replace(lcb_residual=res)
+
+    return BanditAlgorithm(
+        name=name, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
+        always_solves=always, describe=describe or (lambda state, problem: {}), relaxed=L.soft,
+    )
+
+
+def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
+    """One ridge estimator per criterion on its own scope's features (DESIGN section 2)."""
+    n, d = structure.num_coords, structure.feature_dim
+
+    def init(params, problem):
+        dtype = problem.theta.dtype
+        return jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg), ()
+
+    def observe(state, action, feedback, t, params, problem):
+        phi = all_features(structure, problem, action)  # (k, d)
+        stats = jax.vmap(linalg.update, in_axes=(0, 0, 0, None))(
+            state.stats, phi, feedback.y, refresh_now(spec, t))
+        return stats, state.graph
+
+    def objective(stats, graph, beta, problem):
+        theta_hat = jax.vmap(linalg.theta_hat)(stats)
+        return lcb.node_objective(structure, problem, theta_hat, stats.inv, beta)
+
+    return Estimator(
+        init=init, observe=observe,
+        radius=lambda params, problem, graph, t: exploration_radius(spec, params,
+                                                                    problem.feat_mask, t),
+        objective=objective,
+        union=lambda L, c, graph, problem: L.union(c, problem.scopes, problem.scope_mask, n),
+        to_nodes=lambda x: x,
+    )
+
+
+def node_recipe(kind: str):
+    """The factory of ``linucb``, ``lazy`` or ``async_lazy``: per-criterion ridge with the
+    schedule of ``kind`` (``lazy`` reads ``spec.reference``)."""
+    if kind not in NODE_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; allowed: {NODE_KINDS}")
+
+    def make(structure: Structure, spec: AgentSpec, logic: Logic = HARD) -> BanditAlgorithm:
+        check_solver(structure, spec)
+        schedule = schedules.BY_KIND[kind](reference=spec.reference)
+        return make_kernel(kind, structure, spec, ridge(structure, spec), schedule, logic)
+
+    return make
