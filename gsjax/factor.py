@@ -56,10 +56,12 @@ from gsjax.problem import (
     Problem,
     Structure,
     _feature_mask,
+    draw_rff,
+    draw_theta,
     feature_dim,
     features,
     total_loss,
-    true_minimiser,
+    with_minimiser,
 )
 
 __all__ = [
@@ -357,12 +359,11 @@ def make_factor_problem(
     """
     spec: FactorSpec = structure.env.spec
     k, n = structure.num_criteria, structure.num_coords
-    F, d_c, m_c, dd = spec.num_factors, spec.factor_feature_dim, spec.factor_scope_size, structure.rff_dim
+    F, dd = spec.num_factors, structure.rff_dim
     fidx, fsmask = _factor_index(layout, spec)
     ffmask = _feature_mask(structure, fsmask)  # (F, d_C)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
     if theta_distribution == "explicit":
-        w_np = np.zeros((F, d_c))
         if len(theta_values) != F:
             raise ValueError(f"theta needs one row per factor ({F}); got {len(theta_values)}")
         for c, row in enumerate(theta_values):
@@ -371,22 +372,8 @@ def make_factor_problem(
                     f"theta row {c} has {len(row)} entries; factor {c} has "
                     f"{int(ffmask[c].sum())} features"
                 )
-            w_np[c, ffmask[c]] = row
-        w = jnp.asarray(w_np, dtype)
-    elif theta_distribution == "normal":
-        w = theta_scale * jax.random.normal(k_theta, (F, d_c), dtype)
-    elif theta_distribution == "uniform":
-        w = theta_scale * jax.random.uniform(k_theta, (F, d_c), dtype, -1.0, 1.0)
-    else:
-        raise ValueError(f"unknown theta distribution {theta_distribution!r}")
-    w = jnp.where(jnp.asarray(ffmask), w, 0.0)
-    if structure.features == "rff":
-        omega = jax.random.normal(k_omega, (F, dd, m_c), dtype) / rff_lengthscale
-        omega = jnp.where(jnp.asarray(fsmask)[:, None, :], omega, 0.0)
-        phase = jax.random.uniform(k_phase, (F, dd), dtype, 0.0, 2 * jnp.pi)
-    else:
-        omega = jnp.zeros((F, dd, m_c), dtype)
-        phase = jnp.zeros((F, dd), dtype)
+    w = draw_theta(k_theta, ffmask, theta_distribution, theta_values, theta_scale, dtype)
+    omega, phase = draw_rff(k_omega, k_phase, structure, fsmask, rff_lengthscale, dtype)
 
     lists = _node_factor_lists(layout)
     nf = np.zeros((k, spec.max_degree), np.int32)
@@ -425,5 +412,4 @@ def make_factor_problem(
         s_star_residual=zero,
         env_data=data,
     )
-    s_star, loss_star, residual = true_minimiser(k_star, structure, problem)
-    return problem._replace(s_star=s_star, loss_star=loss_star, s_star_residual=residual)
+    return with_minimiser(k_star, structure, problem)

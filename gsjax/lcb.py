@@ -266,16 +266,9 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
     return s, value, zero
 
 
-def minimise_vertex(
-    structure: Structure,
-    problem: Problem,
-    theta_hat: jax.Array,
-    inv: jax.Array,
-    beta: jax.Array,
-    s_init: jax.Array,
-    free: jax.Array,
-    pick: Pick = first_pick,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+def minimise_vertex(structure: Structure, problem: Problem, theta_hat: jax.Array, inv: jax.Array,
+                    beta: jax.Array, s_init: jax.Array, free: jax.Array,
+                    pick: Pick = first_pick) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Exact minimiser of the LCB for linear features (:func:`minimise_vertices`)."""
     if structure.features != "linear":
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")

@@ -453,6 +453,50 @@ def true_minimiser(
     return best, loss(best), residual
 
 
+def draw_theta(key, fmask: np.ndarray, distribution: str, values, scale, dtype) -> jax.Array:
+    """(rows, d) coefficients on the real features of the host mask ``fmask``, zero elsewhere:
+    "explicit" (``values``: one row of real entries per row of ``fmask``, lengths checked by the
+    caller), "normal" ``scale N(0,1)``, "uniform" ``scale U(-1,1)``, "signal"
+    ``+-scale (1 + U(0,1))`` with a random sign (Assumption B of Section 5.2, ``gamma = scale``).
+    """
+    if distribution == "explicit":
+        theta_np = np.zeros(fmask.shape)
+        for i, row in enumerate(values):
+            theta_np[i, fmask[i]] = row
+        theta = jnp.asarray(theta_np, dtype)
+    elif distribution == "normal":
+        theta = scale * jax.random.normal(key, fmask.shape, dtype)
+    elif distribution == "uniform":
+        theta = scale * jax.random.uniform(key, fmask.shape, dtype, -1.0, 1.0)
+    elif distribution == "signal":  # Assumption B (Section 5.2): |theta*| >= scale
+        k_sign, k_mag = jax.random.split(key)
+        sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, fmask.shape), 1.0, -1.0)
+        theta = scale * sign * (1.0 + jax.random.uniform(k_mag, fmask.shape, dtype))
+    else:
+        raise ValueError(
+            f"unknown theta distribution {distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
+    return jnp.where(jnp.asarray(fmask), theta, 0.0)
+
+
+def draw_rff(k_omega, k_phase, structure: Structure, scope_mask: np.ndarray, lengthscale, dtype
+             ) -> tuple[jax.Array, jax.Array]:
+    """Random Fourier frequencies (rows, D, m) and phases (rows, D) for scopes of the host mask
+    (rows, m); zeros unless ``structure.features == "rff"``."""
+    rows, m = scope_mask.shape
+    dd = structure.rff_dim
+    if structure.features != "rff":
+        return jnp.zeros((rows, dd, m), dtype), jnp.zeros((rows, dd), dtype)
+    omega = jax.random.normal(k_omega, (rows, dd, m), dtype) / lengthscale
+    omega = jnp.where(jnp.asarray(scope_mask)[:, None, :], omega, 0.0)
+    return omega, jax.random.uniform(k_phase, (rows, dd), dtype, 0.0, 2 * jnp.pi)
+
+
+def with_minimiser(key, structure: Structure, problem: Problem) -> Problem:
+    """``problem`` with ``s*``, ``L(s*)`` and the search's residual (:func:`true_minimiser`)."""
+    s_star, loss_star, residual = true_minimiser(key, structure, problem)
+    return problem._replace(s_star=s_star, loss_star=loss_star, s_star_residual=residual)
+
+
 def make_problem(
     key: jax.Array,
     structure: Structure,
@@ -498,34 +542,8 @@ def make_problem(
     k, n = structure.num_criteria, structure.num_coords
     fmask = _feature_mask(structure, scopes.mask)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
-    if theta_distribution == "explicit":
-        theta_np = np.zeros(fmask.shape)
-        for i, row in enumerate(theta_values):  # row lengths checked above
-            theta_np[i, fmask[i]] = row
-        theta = jnp.asarray(theta_np, dtype)
-    elif theta_distribution == "normal":
-        theta = theta_scale * jax.random.normal(k_theta, fmask.shape, dtype)
-    elif theta_distribution == "uniform":
-        theta = theta_scale * jax.random.uniform(k_theta, fmask.shape, dtype, -1.0, 1.0)
-    elif theta_distribution == "signal":  # Assumption B (Section 5.2): |theta*| >= scale
-        k_sign, k_mag = jax.random.split(k_theta)
-        sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, fmask.shape), 1.0, -1.0)
-        theta = theta_scale * sign * (1.0 + jax.random.uniform(k_mag, fmask.shape, dtype))
-    else:
-        raise ValueError(
-            f"unknown theta distribution {theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}"
-        )
-    theta = jnp.where(jnp.asarray(fmask), theta, 0.0)
-
-    dd = structure.rff_dim
-    m = structure.scope_size
-    if structure.features == "rff":
-        omega = jax.random.normal(k_omega, (k, dd, m), dtype) / rff_lengthscale
-        omega = jnp.where(jnp.asarray(scopes.mask)[:, None, :], omega, 0.0)
-        phase = jax.random.uniform(k_phase, (k, dd), dtype, 0.0, 2 * jnp.pi)
-    else:
-        omega = jnp.zeros((k, dd, m), dtype)
-        phase = jnp.zeros((k, dd), dtype)
+    theta = draw_theta(k_theta, fmask, theta_distribution, theta_values, theta_scale, dtype)
+    omega, phase = draw_rff(k_omega, k_phase, structure, scopes.mask, rff_lengthscale, dtype)
 
     sig_len = k if structure.noise == "independent" else n
     sigma = jnp.broadcast_to(jnp.asarray(noise_sigma, dtype), (sig_len,))
@@ -544,5 +562,4 @@ def make_problem(
         loss_star=zero,
         s_star_residual=zero,
     )
-    s_star, loss_star, residual = true_minimiser(k_star, structure, problem)
-    return problem._replace(s_star=s_star, loss_star=loss_star, s_star_residual=residual)
+    return with_minimiser(k_star, structure, problem)

@@ -34,14 +34,8 @@ import jax.numpy as jnp
 
 from gsjax import lcb, linalg
 from gsjax.algorithms import schedules
-from gsjax.algorithms.base import (
-    AgentParams,
-    AgentSpec,
-    BanditAlgorithm,
-    BanditInfo,
-    BanditState,
-    SolveRequest,
-)
+from gsjax.algorithms.base import (AgentParams, AgentSpec, BanditAlgorithm, BanditInfo,
+                                   BanditState, SolveRequest)
 from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
