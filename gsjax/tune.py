@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from gsjax import experiment, relaxed, results, runner
+from gsjax.algorithms import REGISTRY
 from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
@@ -57,7 +58,8 @@ __all__ = ["TUNABLE", "tune", "add_parser"]
 
 TUNABLE = ("beta", "lambda_reg", "trigger", "eta_scale")
 _BANDIT_PARAMS = ("beta", "lambda_reg", "trigger")
-_RELAXABLE = ("linucb", "lazy", "async_lazy")
+_RELAXABLE = tuple(REGISTRY)  # every algorithm has a relaxed form (gsjax.relaxed)
+_ALWAYS_SOLVE = ("linucb", "joint_linucb")  # no trigger to tune
 _FD_STEP = 1e-6
 
 
@@ -137,7 +139,7 @@ def _descend(value_and_grad, value, u0: dict, steps: int, lr: float, log):
 
 
 # ---------------------------------------------------------------------------------------------
-# Bandit configs (relaxed LinUCB / lazy / async)
+# Bandit configs (the relaxed form of any algorithm)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -179,19 +181,14 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
         if p not in _BANDIT_PARAMS:
             raise ConfigError("--params", f"{p!r} applies to kind = 'oco' configs; a bandit "
                                           f"config tunes {list(_BANDIT_PARAMS)}")
-    if "trigger" in names and entry.algorithm == "linucb":
-        raise ConfigError("--params", "'trigger' has no effect on linucb (it re-optimises "
-                                      "every round)")
+    if "trigger" in names and entry.algorithm in _ALWAYS_SOLVE:
+        raise ConfigError("--params", f"'trigger' has no effect on {entry.algorithm} (it "
+                                      "re-optimises every round)")
     if "beta" in names and entry.agent.beta_mode != "constant":
         raise ConfigError("--params", "'beta' is tuned only with agent.beta_mode = 'constant'")
     if "beta" in names and entry.agent.beta <= 0:
         raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must be "
                                       f"> 0, got {entry.agent.beta}")
-    if cfg.problem.environment == "factor":
-        raise ConfigError("problem.environment",
-                          "'factor' is not supported: gsjax tune runs the linear environment, "
-                          "and 'adult' with its step-function loss smoothed "
-                          "(relaxed.loss_bandwidth)")
     rc = cfg.relaxed or RelaxedConfig()
     cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
     S, T = cfg.seeds, cfg.horizon
