@@ -16,7 +16,7 @@ from gsjax.config import ConfigError, find_config, load_config, parse_config
 from gsjax.experiment import run_config, write_results
 from gsjax.oco import cli as oco_cli
 from gsjax.oco import experiment as oco_experiment
-from gsjax.oco.config import config_kind
+from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
 from gsjax.results import read_json
 
 __all__ = ["main", "DEFAULT_CONFIG"]
@@ -80,12 +80,15 @@ def _cmd_run(args) -> int:
             raise ConfigError("--resume", f"{resolved} not found: not a gsjax run folder")
         if overrides:
             raise ConfigError("--resume", "resumes the folder's own config; drop --set/--seeds/--horizon")
-        cfg = parse_config(read_json(resolved))
+        raw = read_json(resolved)
         args.out = Path(args.resume)
+        if raw.get("kind") == "oco":
+            return oco_cli.cmd_run(args, parse_oco_config(raw), _progress(args))
+        cfg = parse_config(raw)
     else:
         path = find_config(args.config)
         if _is_oco(path):  # Section 6 (full-information OCO): gsjax.oco
-            return oco_cli.cmd_run(args, path, overrides)
+            return oco_cli.cmd_run(args, load_oco_config(path, overrides), _progress(args))
         cfg = load_config(path, overrides)
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
@@ -96,8 +99,13 @@ def _cmd_run(args) -> int:
                           f"of record_every ({cfg.record_every}); got {args.chunk}")
     run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print,
                seed_start=args.seed_start, chunk_rounds=args.chunk,
-               progress=None if args.quiet else progress_reporter())
+               progress=_progress(args))
     return 0
+
+
+def _progress(args):
+    """The progress factory of a ``gsjax run`` (None with ``--quiet``)."""
+    return None if args.quiet else progress_reporter()
 
 
 def _is_oco(path) -> bool:

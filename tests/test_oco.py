@@ -37,14 +37,8 @@ def _sweep(spec, name, p, eta, horizon, seeds, low=0.0, high=1.0, weight=1.0, dr
            s0=0.5, record=0):
     prob = make_problem(spec, s0, low, high, weight, drift, jnp.float64)
     params = _params(p, eta, spec.num_components)
-    if not record:
-        return runner.sweep(jax.random.key(0), np.arange(seeds), make(name, spec), spec, prob,
-                            params, horizon)
-    # One compile for results and records (runner.sweep compiles a second, small program).
-    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
-        jax.random.key(0), jnp.arange(seeds, dtype=jnp.uint32))
-    res, rec = runner.make_sweep(make(name, spec), spec, horizon, record)(keys, prob, params)
-    return runner.SweepOutput(*jax.device_get((res, rec)), 0.0, 0.0)
+    return runner.sweep(jax.random.key(0), np.arange(seeds), make(name, spec), spec, prob,
+                        params, horizon, record, seeds)
 
 
 # --------------------------------------------------------------------------- references
