@@ -626,6 +626,9 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         done, pieces = 0, []
     else:
         leaves, done, so_far = start
+        if done % chunk_rounds:
+            raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
+                             "it (use the chunk size of the interrupted run)")
         treedef = jax.tree_util.tree_structure(carry_shapes)
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         if batch.shard:

@@ -186,6 +186,10 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                 if name not in done:
                     start, on_chunk = checkpoint.sweep_hooks(checkpoint_dir, digest, seed_start,
                                                              ck, name, dict(done))
+                    if start is not None and start[1] % chunk:
+                        raise ConfigError("--chunk", f"the checkpoint stopped {name} at round "
+                                          f"{start[1]}: resume with the interrupted run's chunk "
+                                          f"size (a divisor of it), got {chunk}")
                     done[name] = sweep(
                         root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
                         every, cfg.record_seeds, chunk, start=start, on_chunk=on_chunk,
