@@ -19,7 +19,7 @@ import numpy as np
 from gsjax.results import read_npz, write_npz
 from gsjax.runner import Records, RunTotals, SweepResult
 
-__all__ = ["FILENAME", "save", "load", "remove", "sweep_hooks"]
+__all__ = ["FILENAME", "save", "load", "remove", "Mismatch", "resume", "sweep_hooks"]
 
 FILENAME = "checkpoint.npz"
 TIMINGS = ("compile_seconds", "run_seconds")
@@ -102,6 +102,30 @@ def load(folder, result=SweepResult, types=None) -> dict | None:
         "carry_leaves": leaves,
         "records": _get(z, "current/records", types["records"]),
     }
+
+
+class Mismatch(ValueError):
+    """A checkpoint written by another config or seed range than the run's."""
+
+
+def resume(folder, config_hash: str, seed_start: int, log=None, result=SweepResult,
+           types=None) -> dict | None:
+    """:func:`load` for the run of config ``config_hash`` from seed ``seed_start``; raises
+    :class:`Mismatch` when another config or seed range wrote the checkpoint, and ``log``s
+    one line saying where the run resumes."""
+    ck = load(folder, result, types)
+    if ck is None:
+        return None
+    if ck["config_hash"] != config_hash or ck["seed_start"] != seed_start:
+        raise Mismatch(
+            f"{folder} holds a checkpoint of a different config or seed range (config hash "
+            f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: "
+            f"{config_hash[:12]}, {seed_start}); refusing to mix them: use another --out, or "
+            "delete its checkpoint.npz to start over")
+    if log is not None:
+        log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
+            f"{ck['current']} at round {ck['rounds_done']}")
+    return ck
 
 
 def sweep_hooks(folder, config_hash: str, seed_start: int, ck: dict | None, name: str,

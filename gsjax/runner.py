@@ -15,10 +15,9 @@ Round ``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` with ``s_0`` the p
 so the first move is charged like any other. A criterion's "change" in round ``t`` means some
 coordinate of its scope took a new value (``s_t != s_{t-1}``), whatever triggered it.
 
-The loop is generic and shared with the OCO runner (:mod:`gsjax.oco.runner`): a per-seed round
-over a carry, scanned in record blocks (:func:`scan_blocks`), vmapped over seeds, run chunk by
-chunk on padded, possibly sharded seeds (:func:`seed_batch`, :func:`drive`) with the
-non-finite check and the checkpoint hook after every chunk.
+The loop is shared with :mod:`gsjax.oco.runner`: record blocks (:func:`scan_blocks`), padded and
+sharded seeds (:func:`seed_batch`), chunks with the non-finite check and checkpoints
+(:func:`drive`).
 """
 
 from __future__ import annotations
@@ -596,18 +595,15 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
           progress=None):
     """Run a sweep chunk by chunk: the loop every runner shares.
 
-    ``init_fn(keys, problem, params) -> carry`` and
-    ``chunk_fn(carry, t0, keys, problem, params, *chunk_args) -> (carry, records)`` (jitted,
-    rounds ``t0+1 .. t0+chunk_rounds``) are compiled once; under sharding the carry keeps one
-    sharding from chunk to chunk (:func:`carry_sharding`). After each chunk,
-    ``first_bad(carry)`` (the first non-finite round per seed, 0 for none; seed axis last) is
-    checked (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done,
-    records_so_far)`` gets host copies (the checkpoint) and ``progress(rounds_done, horizon)``
-    is called. ``start=(carry_leaves, rounds_done, records_so_far)`` continues there.
-
-    Returns ``(carry, records, compile_seconds, run_seconds)``: the final carry on the
-    devices and the host records concatenated over chunks (round axis 1, or 2 under a grid),
-    padding seeds included.
+    ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
+    params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
+    are compiled once; sharded, the carry keeps one sharding (:func:`carry_sharding`). After
+    each chunk ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
+    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, records_so_far)``
+    gets host copies and ``progress(rounds_done, horizon)`` is called;
+    ``start=(carry_leaves, rounds_done, records_so_far)`` continues there. Returns ``(carry,
+    records, compile_seconds, run_seconds)``: host records joined on the round axis (1, or 2
+    under a grid), padding seeds included.
     """
     keys, problem = batch.keys, batch.problem
     axis = 2 if grid else 1
@@ -678,33 +674,17 @@ def sweep(
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
-    A single seed is run as a batch of two (the seed twice) and the copy dropped: XLA compiles
-    a size-1 ``vmap`` differently, and its float results could differ from the same seed's row
-    in a larger batch in the last bits.
+    The seeds are padded and, with ``shard`` (default: when there are several devices), split
+    over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
+    changes a number. ``compact=None`` chooses :func:`run_compact` for algorithms with a
+    ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
+    ``max(2, seeds // 16)``. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
+    grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
 
-    ``compact=None`` chooses :func:`run_compact` for algorithms with a ``prepare``/``solve``
-    split that do not re-optimise every round; ``buffer=None`` uses ``max(2, seeds // 16)``.
-
-    ``shard=None`` shards the seed axis over all devices when there are several (a 1-D mesh
-    ``("seeds",)``; ``jit`` partitions the program); the seed count is padded to a multiple of
-    the device count with copies of the first seed, dropped afterwards. Keys depend only on
-    global seed ids, so a sharded sweep gives the unsharded numbers.
-
-    ``grid=True``: ``params`` leaves and ``move_cost`` have a leading grid axis; results are
-    ``(G, S, ...)`` (see :func:`make_sweep`).
-
-    ``chunk_rounds`` (default: the whole horizon) runs the sweep as a Python loop over one
-    compiled chunk (:func:`make_chunked`); it must divide ``horizon`` and be a multiple of
-    ``record_every``. ``progress(rounds_done, horizon)`` is called after each chunk.
-
-    Checkpointing: ``on_chunk(carry_leaves, rounds_done, records_so_far)`` receives host copies
-    after each chunk (``records_so_far`` concatenated, padded seeds included); passing them
-    back as ``start=(carry_leaves, rounds_done, records_so_far)`` continues the sweep there,
-    with the numbers of an uninterrupted one.
-
-    NaN or infinite feedback raises :class:`NonFiniteFeedback` (naming the seed's global id and
-    the round) at the end of the chunk where it appeared, before that chunk is checkpointed.
-    The chunk loop is :func:`drive`.
+    The rounds run chunk by chunk in :func:`drive`: ``chunk_rounds`` (default the whole
+    horizon) must divide ``horizon`` and be a multiple of ``record_every``; ``progress``,
+    ``on_chunk``/``start`` (checkpoint and resume, with an uninterrupted sweep's numbers) and
+    the :class:`NonFiniteFeedback` check naming the seed's global id and the round are its.
     """
     check_rounds(horizon, "horizon", "sweep")
     check_rounds(record_every, "record_every", "sweep")

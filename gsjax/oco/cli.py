@@ -18,8 +18,8 @@ QUICK_OVERRIDES = ["seeds=8", "horizon=[100, 400]"]
 
 
 def cmd_run(args, cfg: OCOConfig, progress=None) -> int:
-    """``gsjax run <oco config>`` (or ``--resume`` of an OCO run folder): the options of a
-    bandit run; ``--chunk`` must divide every horizon."""
+    """``gsjax run <oco config>`` or ``--resume`` of an OCO run folder, with a bandit run's
+    options (:mod:`gsjax.cli` has checked ``--chunk`` against every horizon)."""
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name

@@ -37,9 +37,9 @@ from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
 from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, sweep
 from gsjax.runner import auto_chunk
 
-__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "check_chunk",
-           "config_digest", "OCORun", "OCOExperiment", "run_experiment", "run_and_write", "summarise", "fit_exponents", "tradeoff", "arrays", "write_results",
-           "paper_exponents", "replot"]
+__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "config_digest",
+           "OCORun", "OCOExperiment", "run_experiment", "summarise", "fit_exponents", "tradeoff",
+           "arrays", "write_results", "run_and_write", "paper_exponents", "replot"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -98,16 +98,6 @@ def record_every(cfg: OCOConfig, horizon: int) -> int:
     return cfg.record_every or default_record_every(horizon)
 
 
-def check_chunk(cfg: OCOConfig, chunk_rounds: int | None) -> None:
-    """``--chunk``: it must divide every horizon and be a multiple of its record interval."""
-    if chunk_rounds is None:
-        return
-    for T in cfg.horizons:
-        if chunk_rounds < 1 or T % chunk_rounds or chunk_rounds % record_every(cfg, T):
-            raise ConfigError("--chunk", f"must divide horizon {T} and be a multiple of its "
-                              f"record_every ({record_every(cfg, T)}); got {chunk_rounds}")
-
-
 def config_digest(cfg: OCOConfig) -> str:
     """SHA-256 hex digest of the canonical JSON of the resolved config, the entries hashed in
     order (as :func:`gsjax.config.config_hash` for bandit configs); checkpoints carry it."""
@@ -115,25 +105,6 @@ def config_digest(cfg: OCOConfig) -> str:
     d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _resume(folder, digest: str, seed_start: int, log) -> dict | None:
-    """The checkpoint in ``folder`` to continue (None: none); a ConfigError when it was written
-    by another config or seed range."""
-    ck = checkpoint.load(folder, SweepOutput, {"result": OCOResult, "records": OCORecords})
-    if ck is None:
-        return None
-    if ck["config_hash"] != digest or ck["seed_start"] != seed_start:
-        raise ConfigError(
-            "<resume>",
-            f"{folder} holds a checkpoint of a different config or seed range (config hash "
-            f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
-            f"{seed_start}); refusing to mix them: use another --out, or delete its "
-            "checkpoint.npz to start over")
-    if log is not None:
-        log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
-            f"{ck['current']} at round {ck['rounds_done']}")
-    return ck
 
 
 class OCORun(NamedTuple):
@@ -164,11 +135,15 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
     ``callback(done, horizon)`` called after each chunk.
     """
     check(cfg)
-    check_chunk(cfg, chunk_rounds)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
     spec = spec_of(cfg)
     digest = config_digest(cfg)
-    ck = None if checkpoint_dir is None else _resume(checkpoint_dir, digest, seed_start, log)
+    try:
+        ck = None if checkpoint_dir is None else checkpoint.resume(
+            checkpoint_dir, digest, seed_start, log, SweepOutput,
+            {"result": OCOResult, "records": OCORecords})
+    except checkpoint.Mismatch as e:
+        raise ConfigError("<resume>", str(e)) from None
     done = {} if ck is None else dict(ck["completed"])
     runs = {}
     with jax.enable_x64(cfg.dtype == "float64"):
@@ -415,7 +390,6 @@ def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
     """
     t0 = time.perf_counter()
     check(cfg)
-    check_chunk(cfg, chunk_rounds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / checkpoint.FILENAME).exists():

@@ -1,23 +1,21 @@
-"""Run an OCO algorithm on the bandit runner's loop: ``vmap`` over budget points and seeds.
+"""Run an OCO algorithm on :mod:`gsjax.runner`'s loop, ``vmap`` over budget points and seeds.
 
 Keys (DESIGN section 3, as :mod:`gsjax.runner`): seed ``i`` uses ``fold_in(root, i)`` for its
 GLOBAL id; its init key is ``fold_in(seed_key, 0)`` (target process ``fold_in(init, 0)``,
 algorithm ``fold_in(init, 1)``); round ``t = 1..T`` uses ``key_t = fold_in(seed_key, t)``, with
 ``fold_in(key_t, 0)`` for the targets, ``fold_in(key_t, 1)`` for ``act`` (the coins) and
-``fold_in(key_t, 2)`` for ``update``. A seed's run is therefore the same in any batch of seeds
-and whatever rounds a chunk holds.
+``fold_in(key_t, 2)`` for ``update``. A seed's run is therefore the same in any batch of seeds,
+chunking or sharding.
 
 Budget points (a grid of ``OCOParams`` with a leading axis ``G``) are vmapped INSIDE a seed,
 with the seed's keys unbatched: the random numbers of a round are drawn once per seed and shared
 by every budget point (common random numbers: the coin ``u_t < p`` of a larger ``p`` fires
 whenever a smaller one's does, and oblivious targets are identical).
 
-The round loop is :mod:`gsjax.runner`'s (:func:`~gsjax.runner.scan_blocks` in a chunk,
-:func:`~gsjax.runner.drive` over chunks): chunking, checkpoint/resume (``start``/``on_chunk``),
-seed-axis sharding and the non-finite check (:class:`~gsjax.runner.NonFiniteFeedback`, on the
-targets and the learner's loss) are the bandits'. Per-round outputs are reduced on device
-(:class:`OCOTotals`); the hindsight comparator is computed at the end (:func:`hindsight`,
-:class:`OCOResult`). The L1 comparator needs every target (a median), so for ``loss = "l1"``
+The loop (record blocks, chunks, checkpoint/resume, sharding, the non-finite check on the
+targets and the learner's loss) is :func:`gsjax.runner.drive`'s. Per-round outputs are reduced
+on device (:class:`OCOTotals`); the hindsight comparator is computed at the end
+(:func:`hindsight`). The L1 comparator needs every target (a median), so for ``loss = "l1"``
 the carry also holds ``z_1..z_T`` (``T x G x n`` per seed, on device and in checkpoints).
 """
 
@@ -93,30 +91,20 @@ class OCOCarry(NamedTuple):
     zs: jax.Array | None  # (T, G, n) the targets of every round (L1 loss), else None
 
 
-def _per_point(tree, num: int):
-    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num,) + a.shape), tree)
-
-
 def init_carry(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
                params: OCOParams, horizon: int) -> OCOCarry:
     """The carry of one seed before round 1, at every budget point of ``params``."""
     num = params.p.shape[0]
-    dtype = problem.s0.dtype
     k_init = jax.random.fold_in(seed_key, 0)
     state = jax.vmap(algo.init, in_axes=(None, 0, None))(jax.random.fold_in(k_init, 1), params,
                                                           problem)
-    zk = jnp.zeros((spec.num_components,), dtype)
-    zi = jnp.zeros((spec.num_components,), jnp.int32)
-    zn = jnp.zeros((spec.n,), dtype)
-    zs = jnp.zeros((horizon, num, spec.n), dtype) if spec.loss == "l1" else None
-    return OCOCarry(
-        state=state,
-        targets=_per_point(target_reset(jax.random.fold_in(k_init, 0), spec, problem), num),
-        s_prev=_per_point(problem.s0, num),
-        totals=_per_point(OCOTotals(zk, zk, zk, zi, zi, zn, zn), num),
-        first_nonfinite=jnp.zeros((), jnp.int32),
-        zs=zs,
-    )
+    zk = jnp.zeros((spec.num_components,), problem.s0.dtype)
+    zi, zn = jnp.zeros(zk.shape, jnp.int32), jnp.zeros_like(problem.s0)
+    lanes = (target_reset(jax.random.fold_in(k_init, 0), spec, problem), problem.s0,
+             OCOTotals(zk, zk, zk, zi, zi, zn, zn))
+    lanes = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num,) + a.shape), lanes)
+    zs = jnp.zeros((horizon, num, spec.n), zn.dtype) if spec.loss == "l1" else None
+    return OCOCarry(state, *lanes, jnp.zeros((), jnp.int32), zs)
 
 
 def _lane(algo, spec, problem, ke, ka, ku, t, state, tstate, s_prev, tot, prm):
@@ -172,15 +160,8 @@ def hindsight(carry: OCOCarry, spec: OCOSpec, problem: OCOProblem, horizon: int)
     else:
         s_star, loss_star = best_fixed_squared(tot.sum_z, tot.sum_z2, horizon, problem.weight)
     loss_star = per_component(spec, loss_star)
-    return OCOResult(
-        loss_regret=tot.loss - loss_star,
-        virtual_regret=tot.virtual_loss - loss_star,
-        movement=tot.movement,
-        switches=tot.switches,
-        changes=tot.changes,
-        loss_star=loss_star,
-        s_star=s_star,
-    )
+    return OCOResult(tot.loss - loss_star, tot.virtual_loss - loss_star, tot.movement,
+                     tot.switches, tot.changes, loss_star, s_star)
 
 
 def run_seed(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
@@ -233,12 +214,11 @@ def sweep(root_key, seed_ids, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOPro
           on_chunk=None, progress=None) -> SweepOutput:
     """Every seed of ``seed_ids`` (global ids) at every budget point; host results.
 
-    The sweep is :func:`gsjax.runner.drive`'s, with its options: ``chunk_rounds`` (default the
-    whole horizon; it must divide ``horizon`` and be a multiple of ``record_every``),
-    ``shard``, ``start``/``on_chunk`` (checkpoint and resume) and ``progress``; NaN or
-    infinite targets or losses raise :class:`~gsjax.runner.NonFiniteFeedback` naming the
-    seed's global id and the round. Records (for figures) are kept for the first
-    ``record_seeds`` seeds every ``record_every`` rounds; ``record_every = 0`` keeps none.
+    Records (for figures) are kept for the first ``record_seeds`` seeds every ``record_every``
+    rounds (``0``: none). ``chunk_rounds`` (default the whole horizon; it must divide
+    ``horizon`` and be a multiple of ``record_every``), ``shard``, ``start``/``on_chunk``
+    (checkpoint and resume), ``progress`` and the :class:`~gsjax.runner.NonFiniteFeedback`
+    check are :func:`gsjax.runner.drive`'s.
     """
     check_rounds(horizon, "horizon", "sweep")
     keep = bool(record_every and record_seeds)
