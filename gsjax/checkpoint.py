@@ -1,12 +1,13 @@
 """Checkpoints of an experiment in progress: one ``checkpoint.npz`` in the run folder.
 
 After every chunk the runner hands over the carry of every seed (host copies), the rounds
-done and the records so far; :func:`save` writes them with the algorithms already finished,
-the config's hash and the first seed's global id, atomically (a temporary file, then a
-rename: a kill at any moment leaves the previous checkpoint or the new one, never half of
-one). :func:`load` reads them back; the experiment refuses a checkpoint whose config hash
-differs from the run's. Keys depend only on the root seed, the seed ids and the round index, so
-a resumed run draws exactly what the uninterrupted run would have.
+done and the records so far; :func:`save` writes them with the runs already finished (bandit
+algorithms, or OCO entries at a horizon), the config's hash and the first seed's global id,
+atomically (a temporary file, then a rename: a kill at any moment leaves the previous
+checkpoint or the new one, never half of one). :func:`load` reads them back; :func:`resume`
+refuses a checkpoint whose config hash or seed range differs from the run's. Keys depend only
+on the root seed, the seed ids and the round index, so a resumed run draws exactly what the
+uninterrupted run would have.
 """
 
 from __future__ import annotations

@@ -382,27 +382,23 @@ def _shared_case(loss, targets):
 
 
 @pytest.mark.parametrize("loss,targets", SHARED_CASES)
-def test_chunked_sweep_equals_whole(x64, loss, targets):
+def test_chunked_and_resumed_sweeps_equal_the_whole_one(x64, loss, targets):
+    """Chunks of 10 rounds, and a sweep resumed from the checkpoint of its third chunk, give
+    the one-chunk sweep's results and records bit for bit."""
     spec, prob, params, algo = _shared_case(loss, targets)
     args = (jax.random.key(2), np.arange(3), algo, spec, prob, params, 60, 5, 2)
     whole = runner.sweep(*args)
-    for chunk in (10, 30):
-        part = runner.sweep(*args, chunk_rounds=chunk)
-        _leaves_equal((whole.result, whole.records), (part.result, part.records))
-    assert whole.records.s.shape == (2, 2, 12, 4)  # (record seeds, points, records, n)
-
-
-@pytest.mark.parametrize("loss,targets", SHARED_CASES)
-def test_sweep_resumed_from_a_chunk_equals_uninterrupted(x64, loss, targets):
-    spec, prob, params, algo = _shared_case(loss, targets)
-    args = (jax.random.key(2), np.arange(3), algo, spec, prob, params, 60, 5, 3)
-    ref = runner.sweep(*args, chunk_rounds=10)
     saved = []
-    runner.sweep(*args, chunk_rounds=10,
-                 on_chunk=lambda leaves, done, rec: saved.append((leaves, done, rec)))
+    chunked = runner.sweep(*args, chunk_rounds=10,
+                           on_chunk=lambda leaves, done, rec: saved.append((leaves, done, rec)))
     assert [s[1] for s in saved] == [10, 20, 30, 40, 50, 60]
-    resumed = runner.sweep(*args, chunk_rounds=10, start=saved[2])  # after round 30
-    _leaves_equal((ref.result, ref.records), (resumed.result, resumed.records))
+    ran = []
+    resumed = runner.sweep(*args, chunk_rounds=10, start=saved[2],  # after round 30
+                           progress=lambda done, total: ran.append(done))
+    assert ran == [40, 50, 60]
+    for other in (chunked, resumed):
+        _leaves_equal((whole.result, whole.records), (other.result, other.records))
+    assert whole.records.s.shape == (2, 2, 12, 4)  # (record seeds, points, records, n)
 
 
 OCO_RESUME = """
@@ -422,7 +418,7 @@ num_components = 2
 """
 
 
-def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path):
+def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path, capsys):
     """Stopped after a checkpoint (mid-way through the third run), ``gsjax run --resume``
     finishes it with the uninterrupted run's arrays and summary, bit for bit (L1 loss: the
     targets kept in the carry go through the checkpoint too)."""
@@ -446,7 +442,10 @@ def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path):
     assert sorted(ck["completed"]) == ["lazy_ogd/T40", "ogd/T40"]
     assert (ck["current"], ck["rounds_done"]) == ("lazy_ogd/T80", 24)
     assert not (out / "summary.json").exists()
-    assert cli.main(["run", "--resume", str(out), "--chunk", "8", "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "8"]) == 0
+    assert (f"resuming from {out}: lazy_ogd/T40, ogd/T40 done, lazy_ogd/T80 at round 24"
+            in capsys.readouterr().out)
     assert not (out / checkpoint.FILENAME).exists()
     want, got = np.load(tmp_path / "ref" / "arrays.npz"), np.load(out / "arrays.npz")
     assert sorted(want.files) == sorted(got.files)
