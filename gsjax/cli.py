@@ -16,7 +16,7 @@ from gsjax.config import ConfigError, find_config, load_config, parse_config
 from gsjax.experiment import run_config, write_results
 from gsjax.oco import cli as oco_cli
 from gsjax.oco import experiment as oco_experiment
-from gsjax.oco.config import config_kind
+from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
 from gsjax.results import read_json
 
 __all__ = ["main", "DEFAULT_CONFIG"]
@@ -80,24 +80,40 @@ def _cmd_run(args) -> int:
             raise ConfigError("--resume", f"{resolved} not found: not a gsjax run folder")
         if overrides:
             raise ConfigError("--resume", "resumes the folder's own config; drop --set/--seeds/--horizon")
-        cfg = parse_config(read_json(resolved))
+        raw = read_json(resolved)
         args.out = Path(args.resume)
+        oco = raw.get("kind") == "oco"
+        cfg = parse_oco_config(raw) if oco else parse_config(raw)
     else:
         path = find_config(args.config)
-        if _is_oco(path):  # Section 6 (full-information OCO): gsjax.oco
-            return oco_cli.cmd_run(args, path, overrides)
-        cfg = load_config(path, overrides)
+        oco = _is_oco(path)  # Section 6 (full-information OCO): gsjax.oco
+        cfg = load_oco_config(path, overrides) if oco else load_config(path, overrides)
+    if oco:
+        _check_chunk(args.chunk,
+                     [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons])
+        return oco_cli.cmd_run(args, cfg, _progress(args))
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     out = args.out or Path("runs") / cfg.name
-    if args.chunk is not None and (args.chunk < 1 or cfg.horizon % args.chunk
-                                   or args.chunk % cfg.record_every):
-        raise ConfigError("--chunk", f"must divide horizon ({cfg.horizon}) and be a multiple "
-                          f"of record_every ({cfg.record_every}); got {args.chunk}")
+    _check_chunk(args.chunk, [(cfg.horizon, cfg.record_every)])
     run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print,
                seed_start=args.seed_start, chunk_rounds=args.chunk,
-               progress=None if args.quiet else progress_reporter())
+               progress=_progress(args))
     return 0
+
+
+def _check_chunk(chunk, horizons) -> None:
+    """``--chunk`` must divide each horizon and be a multiple of its ``record_every``
+    (``horizons``: ``(horizon, record_every)`` pairs)."""
+    for horizon, every in horizons:
+        if chunk is not None and (chunk < 1 or horizon % chunk or chunk % every):
+            raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
+                              f"of record_every ({every}); got {chunk}")
+
+
+def _progress(args):
+    """The progress factory of a ``gsjax run`` (None with ``--quiet``)."""
+    return None if args.quiet else progress_reporter()
 
 
 def _is_oco(path) -> bool:

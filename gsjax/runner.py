@@ -14,6 +14,10 @@ changed value; the coordinates that changed are where consecutive actions differ
 Round ``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` with ``s_0`` the problem's start,
 so the first move is charged like any other. A criterion's "change" in round ``t`` means some
 coordinate of its scope took a new value (``s_t != s_{t-1}``), whatever triggered it.
+
+The loop is shared with :mod:`gsjax.oco.runner`: record blocks (:func:`scan_blocks`), padded and
+sharded seeds (:func:`seed_batch`), chunks with the non-finite check and checkpoints
+(:func:`drive`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ __all__ = [
     "SweepResult",
     "NonFiniteFeedback",
     "check_rounds",
+    "scan_blocks",
+    "SeedBatch",
+    "seed_batch",
+    "unpad",
+    "check_chunk",
+    "drive",
 ]
 
 
@@ -133,41 +143,40 @@ def check_rounds(value, name: str, where: str) -> int:
     return int(value)
 
 
-def _scan_rounds(round_fn, carry, horizon: int, record_every: int, t0=0,
-                 checkpoint: bool = False):
-    """Rounds ``t0+1 .. t0+horizon``: outer scan over record blocks, inner scan over rounds.
+def scan_blocks(round_fn, record_fn, carry, num_rounds: int, record_every: int, t0=0,
+                checkpoint: bool = False):
+    """Rounds ``t0+1 .. t0+num_rounds``: outer scan over record blocks, inner scan over rounds.
 
-    ``carry = (state, s_prev, totals)``; ``round_fn(carry, t) -> (carry, action)``. ``t0``
-    may be traced, so one compiled chunk serves every chunk of a long run. ``checkpoint``:
-    each block is ``jax.checkpoint``-ed, so reverse mode keeps the carries at block boundaries
-    plus one block's residuals.
+    ``round_fn(carry, t) -> carry`` plays round ``t``; ``record_fn(carry)`` is kept at the end
+    of every block of ``record_every`` rounds (leading axis ``num_rounds / record_every``).
+    Nothing is kept per round, so memory does not grow with ``record_every``. ``t0`` may be
+    traced, so one compiled chunk serves every chunk of a long run. ``checkpoint``: each block
+    is ``jax.checkpoint``-ed, so reverse mode keeps the carries at block boundaries plus one
+    block's residuals.
     """
-    check_rounds(horizon, "num_rounds", "runner")
+    check_rounds(num_rounds, "num_rounds", "runner")
     check_rounds(record_every, "record_every", "runner")
-    if horizon % record_every:
-        raise ValueError(f"horizon {horizon} is not a multiple of record_every {record_every}")
+    if num_rounds % record_every:
+        raise ValueError(f"horizon {num_rounds} is not a multiple of record_every {record_every}")
 
     def no_output(carry, t):
-        return round_fn(carry, t)[0], None
+        return round_fn(carry, t), None
 
-    def block(carry, t0):
-        # The inner scan keeps no per-round output: the played action is the carry's s_prev,
-        # so memory does not grow with record_every.
-        carry, _ = jax.lax.scan(no_output, carry, t0 + jnp.arange(1, record_every + 1))
-        tot = carry[2]
-        rec = Records(
-            cum_regret=tot.prediction_regret,
-            cum_movement=tot.movement_cost,
-            cum_updates=tot.updates,
-            cum_changes=tot.changes,
-            cum_triggers=tot.triggers,
-            action=carry[1],
-        )
-        return carry, rec
+    def block(carry, start):
+        carry, _ = jax.lax.scan(no_output, carry, start + jnp.arange(1, record_every + 1))
+        return carry, record_fn(carry)
 
     if checkpoint:
         block = jax.checkpoint(block)
-    return jax.lax.scan(block, carry, t0 + jnp.arange(0, horizon, record_every))
+    return jax.lax.scan(block, carry, t0 + jnp.arange(0, num_rounds, record_every))
+
+
+def _record(carry: Carry) -> Records:
+    """A bandit record: the cumulative totals and the state played (the carry's ``s_prev``)."""
+    tot = carry.totals
+    return Records(cum_regret=tot.prediction_regret, cum_movement=tot.movement_cost,
+                   cum_updates=tot.updates, cum_changes=tot.changes, cum_triggers=tot.triggers,
+                   action=carry.s_prev)
 
 
 def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: Problem,
@@ -193,7 +202,7 @@ def advance(
     checkpoint: bool = False,
 ) -> tuple[Carry, Records]:
     """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); ``checkpoint``:
-    rematerialise each record block in reverse mode (:func:`_scan_rounds`)."""
+    rematerialise each record block in reverse mode (:func:`scan_blocks`)."""
 
     def round_(carry, t):
         state, s_prev, tot = carry
@@ -202,9 +211,9 @@ def advance(
         fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
         state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
         tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
-        return Carry(state, action, tot), action
+        return Carry(state, action, tot)
 
-    return _scan_rounds(round_, carry, num_rounds, record_every, t0, checkpoint)
+    return scan_blocks(round_, _record, carry, num_rounds, record_every, t0, checkpoint)
 
 
 def run(
@@ -327,9 +336,9 @@ def advance_compact(
         states = states._replace(s=s_new)
         info = info._replace(lcb_residual=resid)
         tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost, t)
-        return Carry(states, action, tot), action
+        return Carry(states, action, tot)
 
-    carry, records = _scan_rounds(round_, carry, num_rounds, record_every, t0)
+    carry, records = scan_blocks(round_, _record, carry, num_rounds, record_every, t0)
     # Records come out round-major (R, S, ...); put the seed axis first as vmap(run) does.
     return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
 
@@ -529,6 +538,128 @@ def make_sweep(
     return jax.jit(whole)
 
 
+class SeedBatch(NamedTuple):
+    """A sweep's seeds as its compiled program sees them (see :func:`seed_batch`)."""
+
+    seed_ids: jax.Array  # (S',) uint32 global ids, padded with copies of the first
+    keys: jax.Array  # (S',) fold_in(root, id), on the seed mesh when sharded
+    problem: object  # the problem (padded too when drawn per seed), placed when sharded
+    num: int  # the real seeds: the first ``num`` rows
+    shard: bool
+
+
+def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
+               shard: bool | None = None) -> SeedBatch:
+    """Pad a sweep's seeds and place them (and a per-seed problem) on the devices.
+
+    At least two seeds (a size-1 ``vmap`` compiles differently, and its float results could
+    differ from the same seed's row in a larger batch in the last bits); sharded
+    (``shard=None``: when there are several devices), a multiple of the device count. The
+    padding repeats the first seed; :func:`unpad` drops it.
+    """
+    seed_ids = jnp.asarray(seed_ids, jnp.uint32)
+    num = seed_ids.shape[0]
+    if num < 1:
+        raise ValueError("sweep: seed_ids: expected at least one seed, got none")
+    ndev = jax.device_count()
+    if shard is None:
+        shard = ndev > 1
+    target = max(2, -(-num // ndev) * ndev if shard else num)
+    if target > num:
+        fill = jnp.full((target - num,), seed_ids[0], jnp.uint32)
+        seed_ids = jnp.concatenate([seed_ids, fill])
+        if problem_per_seed:
+            problem = jax.tree_util.tree_map(
+                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], target - num, axis=0)]), problem
+            )
+    keys = seed_keys(root_key, seed_ids)
+    if shard:
+        keys, problem = shard_seed_axis(keys, problem if problem_per_seed else None, problem)
+    return SeedBatch(seed_ids, keys, problem, num, bool(shard))
+
+
+def unpad(tree, batch: SeedBatch, grid: bool = False):
+    """``tree`` without the padding seeds of ``batch`` (seed axis 0, or 1 under a grid)."""
+    if batch.seed_ids.shape[0] == batch.num:
+        return tree
+    index = (slice(None), slice(0, batch.num)) if grid else (slice(0, batch.num),)
+    return jax.tree_util.tree_map(lambda a: a[index], tree)
+
+
+def check_chunk(chunk_rounds, horizon: int, record_every: int) -> int:
+    """``chunk_rounds`` (None: the whole horizon), checked to divide ``horizon`` and be a
+    multiple of ``record_every``."""
+    chunk_rounds = horizon if chunk_rounds is None else int(chunk_rounds)
+    if chunk_rounds < 1 or horizon % chunk_rounds or chunk_rounds % record_every:
+        raise ValueError(
+            f"chunk_rounds {chunk_rounds} must divide horizon {horizon} and be a multiple of "
+            f"record_every {record_every}"
+        )
+    return chunk_rounds
+
+
+def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizon: int,
+          chunk_rounds: int, first_bad, grid: bool = False, start=None, on_chunk=None,
+          progress=None):
+    """Run a sweep chunk by chunk: the loop every runner shares.
+
+    ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
+    params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
+    are compiled once; sharded, the carry keeps one sharding (:func:`carry_sharding`). After
+    each chunk ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
+    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, records_so_far)``
+    gets host copies and ``progress(rounds_done, horizon)`` is called;
+    ``start=(carry_leaves, rounds_done, records_so_far)`` continues there. Returns ``(carry,
+    records, compile_seconds, run_seconds)``: host records joined on the round axis (1, or 2
+    under a grid), padding seeds included.
+    """
+    keys, problem = batch.keys, batch.problem
+    axis = 2 if grid else 1
+    carry_shapes = jax.eval_shape(init_fn, keys, problem, params)
+    if batch.shard:
+        # One sharding for the carry across chunks: init returns it, a resumed carry is placed
+        # on it, and the chunk is compiled to take and return it.
+        c_shard = carry_sharding(carry_shapes, grid)
+        init_fn = jax.jit(init_fn, out_shardings=c_shard)
+        chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
+    t0 = time.perf_counter()
+    if start is None:
+        init_c = init_fn.lower(keys, problem, params).compile()
+        t1 = time.perf_counter()
+        carry = jax.block_until_ready(init_c(keys, problem, params))
+        done, pieces = 0, []
+    else:
+        leaves, done, so_far = start
+        if done % chunk_rounds:
+            raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
+                             "it (use the chunk size of the interrupted run)")
+        treedef = jax.tree_util.tree_structure(carry_shapes)
+        carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
+        if batch.shard:
+            carry = jax.device_put(carry, c_shard)
+        pieces = [so_far] if done else []
+        t1 = time.perf_counter()
+    t2 = time.perf_counter()
+    # Lowered on the real carry, so the chunk is compiled for its shardings too.
+    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, *chunk_args).compile()
+    t3 = time.perf_counter()
+    for begin in range(done, horizon, chunk_rounds):
+        carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
+        rec = jax.block_until_ready(rec)
+        _check_finite(np.asarray(jax.device_get(first_bad(carry))), batch.seed_ids, grid)
+        pieces.append(jax.device_get(rec))
+        if on_chunk is not None:
+            pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
+            on_chunk(jax.tree_util.tree_leaves(jax.device_get(carry)), begin + chunk_rounds,
+                     pieces[0])
+        if progress is not None:
+            progress(begin + chunk_rounds, horizon)
+    carry = jax.block_until_ready(carry)
+    t4 = time.perf_counter()
+    records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
+    return carry, records, (t1 - t0) + (t3 - t2), (t2 - t1) + (t4 - t3)
+
+
 def sweep(
     root_key: jax.Array,
     seed_ids,
@@ -551,117 +682,39 @@ def sweep(
 ) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
-    A single seed is run as a batch of two (the seed twice) and the copy dropped: XLA compiles
-    a size-1 ``vmap`` differently, and its float results could differ from the same seed's row
-    in a larger batch in the last bits.
+    The seeds are padded and, with ``shard`` (default: when there are several devices), split
+    over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
+    changes a number. ``compact=None`` chooses :func:`run_compact` for algorithms with a
+    ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
+    ``max(2, seeds // 16)``. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
+    grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
 
-    ``compact=None`` chooses :func:`run_compact` for algorithms with a ``prepare``/``solve``
-    split that do not re-optimise every round; ``buffer=None`` uses ``max(2, seeds // 16)``.
-
-    ``shard=None`` shards the seed axis over all devices when there are several (a 1-D mesh
-    ``("seeds",)``; ``jit`` partitions the program); the seed count is padded to a multiple of
-    the device count with copies of the first seed, dropped afterwards. Keys depend only on
-    global seed ids, so a sharded sweep gives the unsharded numbers.
-
-    ``grid=True``: ``params`` leaves and ``move_cost`` have a leading grid axis; results are
-    ``(G, S, ...)`` (see :func:`make_sweep`).
-
-    ``chunk_rounds`` (default: the whole horizon) runs the sweep as a Python loop over one
-    compiled chunk (:func:`make_chunked`); it must divide ``horizon`` and be a multiple of
-    ``record_every``. ``progress(rounds_done, horizon)`` is called after each chunk.
-
-    Checkpointing: ``on_chunk(carry_leaves, rounds_done, records_so_far)`` receives host copies
-    after each chunk (``records_so_far`` concatenated, padded seeds included); passing them
-    back as ``start=(carry_leaves, rounds_done, records_so_far)`` continues the sweep there,
-    with the numbers of an uninterrupted one.
-
-    NaN or infinite feedback raises :class:`NonFiniteFeedback` (naming the seed's global id and
-    the round) at the end of the chunk where it appeared, before that chunk is checkpointed.
+    The rounds run chunk by chunk in :func:`drive`: ``chunk_rounds`` (default the whole
+    horizon) must divide ``horizon`` and be a multiple of ``record_every``; ``progress``,
+    ``on_chunk``/``start`` (checkpoint and resume, with an uninterrupted sweep's numbers) and
+    the :class:`NonFiniteFeedback` check naming the seed's global id and the round are its.
     """
     check_rounds(horizon, "horizon", "sweep")
     check_rounds(record_every, "record_every", "sweep")
-    seed_ids = jnp.asarray(seed_ids, jnp.uint32)
-    num = seed_ids.shape[0]
-    if num < 1:
-        raise ValueError("sweep: seed_ids: expected at least one seed, got none")
-    ndev = jax.device_count()
-    if shard is None:
-        shard = ndev > 1
-    target = max(2, -(-num // ndev) * ndev if shard else num)
-    if target > num:
-        fill = jnp.full((target - num,), seed_ids[0], jnp.uint32)
-        seed_ids = jnp.concatenate([seed_ids, fill])
-        if problem_per_seed:
-            problem = jax.tree_util.tree_map(
-                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], target - num, axis=0)]), problem
-            )
-    keys = seed_keys(root_key, seed_ids)
-    if shard:
-        keys, problem = shard_seed_axis(keys, problem if problem_per_seed else None, problem)
+    batch = seed_batch(root_key, seed_ids, problem, problem_per_seed, shard)
     if compact is None:
         compact = not algo.always_solves
     if buffer is None:
-        buffer = max(2, int(seed_ids.shape[0]) // 16)
-    chunk_rounds = horizon if chunk_rounds is None else int(chunk_rounds)
-    if chunk_rounds < 1 or horizon % chunk_rounds or chunk_rounds % record_every:
-        raise ValueError(
-            f"chunk_rounds {chunk_rounds} must divide horizon {horizon} and be a multiple of "
-            f"record_every {record_every}"
-        )
+        buffer = max(2, int(batch.seed_ids.shape[0]) // 16)
+    chunk_rounds = check_chunk(chunk_rounds, horizon, record_every)
     init_fn, chunk_fn = make_chunked(
         algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid
     )
     move_cost = jnp.asarray(move_cost, problem.theta.dtype)
-    axis = 2 if grid else 1
-    carry_shapes = jax.eval_shape(init_fn, keys, problem, params)
-    if shard:
-        # One sharding for the carry across chunks: init returns it, a resumed carry is placed
-        # on it, and the chunk is compiled to take and return it.
-        c_shard = carry_sharding(carry_shapes, grid)
-        init_fn = jax.jit(init_fn, out_shardings=c_shard)
-        chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
-    t0 = time.perf_counter()
-    if start is None:
-        init_c = init_fn.lower(keys, problem, params).compile()
-        t1 = time.perf_counter()
-        carry = jax.block_until_ready(init_c(keys, problem, params))
-        done, pieces = 0, []
-    else:
-        leaves, done, so_far = start
-        treedef = jax.tree_util.tree_structure(carry_shapes)
-        carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
-        if shard:
-            carry = jax.device_put(carry, c_shard)
-        pieces = [so_far] if done else []
-        t1 = time.perf_counter()
-    t2 = time.perf_counter()
-    # Lowered on the real carry, so the chunk is compiled for its shardings too.
-    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, move_cost).compile()
-    t3 = time.perf_counter()
-    for begin in range(done, horizon, chunk_rounds):
-        carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, move_cost)
-        rec = jax.block_until_ready(rec)
-        _check_finite(np.asarray(jax.device_get(carry.totals.first_nonfinite)), seed_ids, grid)
-        pieces.append(jax.device_get(rec))
-        if on_chunk is not None:
-            pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
-            on_chunk(jax.tree_util.tree_leaves(jax.device_get(carry)), begin + chunk_rounds,
-                     pieces[0])
-        if progress is not None:
-            progress(begin + chunk_rounds, horizon)
-    carry = jax.block_until_ready(carry)
-    t4 = time.perf_counter()
+    carry, records, compile_s, run_s = drive(
+        init_fn, chunk_fn, batch, params, (move_cost,), horizon, chunk_rounds,
+        lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress,
+    )
     totals = jax.device_get(carry.totals)
-    records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
     describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
     if grid:
         describe = jax.vmap(describe, in_axes=(0, None))
-    final = jax.device_get(jax.jit(describe)(carry.state, problem)) or None
-    if target > num:
-        index = (slice(None), slice(0, num)) if grid else (slice(0, num),)
-        totals, records, final = jax.tree_util.tree_map(lambda a: a[index],
-                                                        (totals, records, final))
-    return SweepResult(
-        totals, records, compile_seconds=(t1 - t0) + (t3 - t2), run_seconds=(t2 - t1) + (t4 - t3),
-        final=final,
-    )
+    final = jax.device_get(jax.jit(describe)(carry.state, batch.problem)) or None
+    totals, records, final = unpad((totals, records, final), batch, grid)
+    return SweepResult(totals, records, compile_seconds=compile_s, run_seconds=run_s,
+                       final=final)

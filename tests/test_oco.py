@@ -7,6 +7,9 @@ over a grid, or a binomial bound.
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -14,12 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsjax import cli
+from gsjax import checkpoint, cli
 from gsjax.config import ConfigError
 from gsjax.oco import OCOParams, OCOSpec, make, make_problem, step_size
 from gsjax.oco import runner
 from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
+from gsjax.oco.experiment import run_and_write
 from gsjax.oco.problem import best_fixed_l1, best_fixed_squared, gradient_bounds
+from gsjax.runner import NonFiniteFeedback
 
 REPO = Path(__file__).resolve().parent.parent
 OCO_CONFIGS = sorted(p for p in (REPO / "configs").glob("section6_*.toml"))
@@ -37,14 +42,8 @@ def _sweep(spec, name, p, eta, horizon, seeds, low=0.0, high=1.0, weight=1.0, dr
            s0=0.5, record=0):
     prob = make_problem(spec, s0, low, high, weight, drift, jnp.float64)
     params = _params(p, eta, spec.num_components)
-    if not record:
-        return runner.sweep(jax.random.key(0), np.arange(seeds), make(name, spec), spec, prob,
-                            params, horizon)
-    # One compile for results and records (runner.sweep compiles a second, small program).
-    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
-        jax.random.key(0), jnp.arange(seeds, dtype=jnp.uint32))
-    res, rec = runner.make_sweep(make(name, spec), spec, horizon, record)(keys, prob, params)
-    return runner.SweepOutput(*jax.device_get((res, rec)), 0.0, 0.0)
+    return runner.sweep(jax.random.key(0), np.arange(seeds), make(name, spec), spec, prob,
+                        params, horizon, record, seeds)
 
 
 # --------------------------------------------------------------------------- references
@@ -360,3 +359,186 @@ def test_every_section6_config_runs_at_a_tiny_size(path):
         for pts in a["horizons"].values():
             assert all(np.isfinite(pt["total_regret"]["mean"]) for pt in pts)
     assert s["fits"]  # two horizons: exponents are fitted
+
+
+# --------------------------------------------------------------------------- the shared runner
+
+
+def _leaves_equal(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+SHARED_CASES = [("squared", "adversarial"), ("l1", "drift")]  # L1: targets kept in the carry
+
+
+def _shared_case(loss, targets):
+    spec = OCOSpec(loss=loss, targets=targets, num_components=2, block_dim=2)
+    prob = make_problem(spec, 0.5, -0.1, 1.2, 1.0, 0.1, jnp.float64)
+    params = _params([[0.3, 0.6], [1.0, 1.0]], [[0.05, 0.02], [0.03, 0.03]], 2)
+    return spec, prob, params, make("componentwise_lazy_ogd", spec)
+
+
+@pytest.mark.parametrize("loss,targets", SHARED_CASES)
+def test_chunked_and_resumed_sweeps_equal_the_whole_one(x64, loss, targets):
+    """Chunks of 10 rounds, and a sweep resumed from the checkpoint of its third chunk, give
+    the one-chunk sweep's results and records bit for bit."""
+    spec, prob, params, algo = _shared_case(loss, targets)
+    args = (jax.random.key(2), np.arange(3), algo, spec, prob, params, 60, 5, 2)
+    whole = runner.sweep(*args)
+    saved = []
+    chunked = runner.sweep(*args, chunk_rounds=10,
+                           on_chunk=lambda leaves, done, rec: saved.append((leaves, done, rec)))
+    assert [s[1] for s in saved] == [10, 20, 30, 40, 50, 60]
+    ran = []
+    resumed = runner.sweep(*args, chunk_rounds=10, start=saved[2],  # after round 30
+                           progress=lambda done, total: ran.append(done))
+    assert ran == [40, 50, 60]
+    for other in (chunked, resumed):
+        _leaves_equal((whole.result, whole.records), (other.result, other.records))
+    assert whole.records.s.shape == (2, 2, 12, 4)  # (record seeds, points, records, n)
+
+
+OCO_RESUME = """
+kind = "oco"
+name = "resume_oco"
+seeds = 3
+horizon = [40, 80]
+record_every = 4
+record_seeds = 2
+budget_exponents = [0.5, 1.0]
+[problem]
+loss = "{loss}"
+targets = "{targets}"
+num_components = 2
+[algorithms.lazy_ogd]
+[algorithms.ogd]
+"""
+
+
+def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path, capsys):
+    """Stopped after a checkpoint (mid-way through the third run), ``gsjax run --resume``
+    finishes it with the uninterrupted run's arrays and summary, bit for bit (L1 loss: the
+    targets kept in the carry go through the checkpoint too)."""
+    path = tmp_path / "c.toml"
+    path.write_text(OCO_RESUME.format(loss="l1", targets="drift"))
+    cfg = load_oco_config(path)
+    quiet = lambda *a, **k: None  # noqa: E731
+    ref = run_and_write(cfg, tmp_path / "ref", log=quiet, figures=False, chunk_rounds=8)
+
+    def stop_mid_way(name, horizon, seeds):
+        def update(done, total):
+            if name == "lazy_ogd/T80" and done == 24:
+                raise KeyboardInterrupt
+        return update
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_and_write(cfg, out, log=quiet, figures=False, chunk_rounds=8, progress=stop_mid_way)
+    ck = checkpoint.load(out, runner.SweepOutput,
+                         {"result": runner.OCOResult, "records": runner.OCORecords})
+    assert sorted(ck["completed"]) == ["lazy_ogd/T40", "ogd/T40"]
+    assert (ck["current"], ck["rounds_done"]) == ("lazy_ogd/T80", 24)
+    assert not (out / "summary.json").exists()
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "8"]) == 0
+    assert (f"resuming from {out}: lazy_ogd/T40, ogd/T40 done, lazy_ogd/T80 at round 24"
+            in capsys.readouterr().out)
+    assert not (out / checkpoint.FILENAME).exists()
+    want, got = np.load(tmp_path / "ref" / "arrays.npz"), np.load(out / "arrays.npz")
+    assert sorted(want.files) == sorted(got.files)
+    for key in want.files:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    summary = json.loads((out / "summary.json").read_text())
+    for part in ("algorithms", "fits", "tradeoff"):  # as JSON: a nan stderr equals itself
+        assert json.dumps(summary[part]) == json.dumps(ref[part]), part
+
+
+def test_resume_refuses_another_configs_checkpoint(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(OCO_RESUME.format(loss="squared", targets="adversarial"))
+    out = tmp_path / "out"
+
+    def stop(name, horizon, seeds):
+        def update(done, total):
+            raise KeyboardInterrupt
+        return update
+
+    with pytest.raises(KeyboardInterrupt):
+        run_and_write(load_oco_config(path), out, log=lambda *a: None, figures=False,
+                      chunk_rounds=8, progress=stop)
+    other = load_oco_config(path, ["seeds=4"])
+    with pytest.raises(ConfigError) as e:
+        run_and_write(other, out, log=lambda *a: None, figures=False, chunk_rounds=8)
+    assert e.value.field == "<resume>"
+
+
+def test_bad_chunk_is_refused_by_the_cli(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text(OCO_RESUME.format(loss="squared", targets="adversarial"))
+    argv = ["run", str(path), "--out", str(tmp_path / "o"), "--quiet", "--chunk", "6"]
+    assert cli.main(argv) == 2
+    assert "--chunk" in capsys.readouterr().err
+
+
+def test_nonfinite_target_names_the_seed_and_round(x64):
+    """A random walk whose step overflows to inf (drift near the float64 maximum) makes the
+    reflected target NaN; the sweep stops at the end of that chunk, before checkpointing it,
+    naming the global seed id and the round found here from the documented key rule."""
+    spec = OCOSpec(loss="squared", targets="drift", num_components=2, block_dim=1)
+    drift = np.finfo(np.float64).max / 2.5  # a step overflows when |xi| > ~2.5
+    prob = make_problem(spec, 0.5, 0.0, 1.0, 1.0, drift, jnp.float64)
+    seed_ids, T = np.array([5, 6, 7]), 80
+    first = []
+    for seed in seed_ids:
+        keys = _round_keys(int(seed), T, 0)
+        xi = np.asarray(jax.vmap(lambda k: jax.random.normal(k, (2,), jnp.float64))(keys))
+        with np.errstate(over="ignore"):
+            bad = np.flatnonzero(np.isinf(drift * xi).any(-1))
+        first.append(bad[0] + 1 if len(bad) else T + 1)
+    want = int(np.argmin(first))
+    assert first[want] <= T, "no overflow in this horizon: pick another drift"
+    saved = []
+    with pytest.raises(NonFiniteFeedback) as e:
+        runner.sweep(jax.random.key(0), seed_ids, make("lazy_ogd", spec), spec, prob,
+                     _params([0.5], [0.05], 2), T, 5, 3, chunk_rounds=5,
+                     on_chunk=lambda leaves, done, rec: saved.append(done))
+    assert (e.value.seed_id, e.value.round) == (int(seed_ids[want]), first[want])
+    assert f"seed {seed_ids[want]}" in str(e.value) and f"round {first[want]}" in str(e.value)
+    assert all(done < first[want] for done in saved)
+    assert len(saved) == (first[want] - 1) // 5 > 0  # the chunks before it were saved
+
+
+SHARDED = """
+import json, jax, jax.numpy as jnp, numpy as np
+from gsjax.oco import OCOParams, OCOSpec, make, make_problem, runner
+assert jax.device_count() == 2, jax.devices()
+jax.config.update("jax_enable_x64", True)
+out = {}
+for loss, targets in (("squared", "adversarial"), ("l1", "drift")):
+    spec = OCOSpec(loss=loss, targets=targets, num_components=2, block_dim=2)
+    prob = make_problem(spec, 0.5, -0.1, 1.2, 1.0, 0.1, jnp.float64)
+    params = OCOParams(p=jnp.asarray([[0.3, 0.6], [1.0, 1.0]]), eta=jnp.full((2, 2), 0.04))
+    # 3 seeds: not a multiple of 2, so the padding is exercised
+    args = (jax.random.key(1), np.arange(3), make("componentwise_lazy_ogd", spec), spec, prob,
+            params, 40, 5, 3)
+    a = runner.sweep(*args, chunk_rounds=10, shard=False)
+    b = runner.sweep(*args, chunk_rounds=10, shard=True)
+    la, lb = (jax.tree_util.tree_leaves((r.result, r.records)) for r in (a, b))
+    out[loss] = [bool(np.array_equal(x, y)) for x, y in zip(la, lb)]
+print(json.dumps(out))
+"""
+
+
+def test_sharded_sweep_equals_unsharded_on_two_devices():
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    proc = subprocess.run([sys.executable, "-c", SHARDED], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(out) == {"squared", "l1"}
+    for loss, same in out.items():
+        assert same and all(same), (loss, same)

@@ -4,7 +4,8 @@
   adversarial), the exact best fixed point in hindsight;
 * :mod:`gsjax.oco.algorithms` -- projected OGD, Randomized Lazy OGD, component-wise Lazy OGD
   (``init/act/update``, :data:`~gsjax.oco.algorithms.REGISTRY`) and the step-size rule;
-* :mod:`gsjax.oco.runner` -- ``lax.scan`` over rounds, ``vmap`` over budgets and seeds;
+* :mod:`gsjax.oco.runner` -- the OCO round (``vmap`` over budgets inside a seed) and the
+  hindsight comparator on :mod:`gsjax.runner`'s loop (chunks, checkpoints, sharding);
 * :mod:`gsjax.oco.config`, :mod:`gsjax.oco.experiment` -- ``kind = "oco"`` configs, runs,
   summaries, exponent fits, figures (``gsjax run configs/section6_*.toml``).
 """

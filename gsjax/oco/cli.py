@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gsjax.config import ConfigError
-from gsjax.oco.config import load_oco_config
+from gsjax.oco.config import OCOConfig, load_oco_config
 from gsjax.oco.experiment import check, run_and_write
 
 __all__ = ["cmd_run", "cmd_check", "report_section", "QUICK_OVERRIDES"]
@@ -17,17 +17,15 @@ __all__ = ["cmd_run", "cmd_check", "report_section", "QUICK_OVERRIDES"]
 QUICK_OVERRIDES = ["seeds=8", "horizon=[100, 400]"]
 
 
-def cmd_run(args, path: Path, overrides: list[str]) -> int:
-    """``gsjax run <oco config>``: same options as a bandit run, except ``--chunk``/``--resume``."""
-
-    if getattr(args, "chunk", None) is not None:
-        raise ConfigError("--chunk", "not used by kind = 'oco' configs (runs are not chunked)")
+def cmd_run(args, cfg: OCOConfig, progress=None) -> int:
+    """``gsjax run <oco config>`` or ``--resume`` of an OCO run folder, with a bandit run's
+    options (:mod:`gsjax.cli` has checked ``--chunk`` against every horizon)."""
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
-    cfg = load_oco_config(path, overrides)
     out = args.out or Path("runs") / cfg.name
     log = (lambda *a, **k: None) if args.quiet else print
-    run_and_write(cfg, out, log=log, seed_start=args.seed_start)
+    run_and_write(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
+                  progress=progress)
     return 0
 
 

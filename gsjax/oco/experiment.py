@@ -2,7 +2,9 @@
 
 For each horizon ``T`` and algorithm entry, every budget point runs in one compiled program
 (``vmap`` over budgets inside ``vmap`` over seeds, :mod:`gsjax.oco.runner`), on the global
-seed ids ``seed_start .. seed_start + seeds - 1`` shared by every entry.
+seed ids ``seed_start .. seed_start + seeds - 1`` shared by every entry. Runs go chunk by chunk
+(:func:`gsjax.runner.auto_chunk` by default) and, given a folder, leave a checkpoint after every
+chunk (:mod:`gsjax.checkpoint`, run ``ENTRY/T{T}``) that a later run of the same config resumes.
 
 Summaries (``summary.json``) give, per entry, horizon and budget point, mean and standard error
 over seeds of the loss regret, the l1 movement, ``lambda`` x movement, the total regret, the
@@ -15,6 +17,8 @@ bound ``lambda D M = T^a``, "linear" at ``M = T``; total ``max(a, 1-a/2)``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from pathlib import Path
@@ -24,17 +28,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax import results
+from gsjax import checkpoint, results
 from gsjax.config import ConfigError, default_record_every
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
-from gsjax.oco.runner import SweepOutput, sweep
+from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, sweep
+from gsjax.runner import auto_chunk
 
-__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "OCORun", "OCOExperiment",
-           "run_experiment", "summarise", "fit_exponents", "tradeoff", "arrays", "write_results",
-           "paper_exponents", "replot"]
+__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "config_digest",
+           "OCORun", "OCOExperiment", "run_experiment", "summarise", "fit_exponents", "tradeoff",
+           "arrays", "write_results", "run_and_write", "paper_exponents", "replot"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -88,6 +93,20 @@ def check(cfg: OCOConfig) -> None:
             budget_matrix(e, T, cfg.problem.num_components)
 
 
+def record_every(cfg: OCOConfig, horizon: int) -> int:
+    """The record interval at one horizon: the config's, or the default for ``horizon``."""
+    return cfg.record_every or default_record_every(horizon)
+
+
+def config_digest(cfg: OCOConfig) -> str:
+    """SHA-256 hex digest of the canonical JSON of the resolved config, the entries hashed in
+    order (as :func:`gsjax.config.config_hash` for bandit configs); checkpoints carry it."""
+    d = oco_config_to_dict(cfg)
+    d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class OCORun(NamedTuple):
     entry: OCOEntry
     horizon: int
@@ -104,11 +123,28 @@ class OCOExperiment(NamedTuple):
     runs: dict  # (entry name, T) -> OCORun
 
 
-def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None) -> OCOExperiment:
-    """Run every entry at every horizon over the same seeds."""
+def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
+                   chunk_rounds: int | None = None, checkpoint_dir=None,
+                   progress=None) -> OCOExperiment:
+    """Run every entry at every horizon over the same seeds.
+
+    ``chunk_rounds``: rounds per compiled chunk at every horizon (default
+    :func:`gsjax.runner.auto_chunk` per horizon); the numbers do not depend on it.
+    ``checkpoint_dir``: a checkpoint is written there after every chunk and an existing one of
+    the same config and seed range is resumed. ``progress(name, horizon, seeds)`` returns a
+    ``callback(done, horizon)`` called after each chunk.
+    """
     check(cfg)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
     spec = spec_of(cfg)
+    digest = config_digest(cfg)
+    try:
+        ck = None if checkpoint_dir is None else checkpoint.resume(
+            checkpoint_dir, digest, seed_start, log, SweepOutput,
+            {"result": OCOResult, "records": OCORecords})
+    except checkpoint.Mismatch as e:
+        raise ConfigError("<resume>", str(e)) from None
+    done = {} if ck is None else dict(ck["completed"])
     runs = {}
     with jax.enable_x64(cfg.dtype == "float64"):
         dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
@@ -117,12 +153,23 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None) -> OCOExperime
                                dtype)
         root = jax.random.key(cfg.root_seed)
         for T in cfg.horizons:
-            every = cfg.record_every or default_record_every(T)
+            every = record_every(cfg, T)
+            chunk = auto_chunk(T, every) if chunk_rounds is None else chunk_rounds
             for e in cfg.algorithms:
                 params, budgets = entry_params(cfg, e, T, dtype)
-                algo = algs.make(e.algorithm, spec)
-                out = sweep(root, seed_ids, algo, spec, problem, params, T, every,
-                            cfg.record_seeds)
+                name = f"{e.name}/T{T}"
+                if name not in done:
+                    start, on_chunk = checkpoint.sweep_hooks(checkpoint_dir, digest, seed_start,
+                                                             ck, name, dict(done))
+                    if start is not None and start[1] % chunk:
+                        raise ConfigError("--chunk", f"the checkpoint stopped {name} at round "
+                                          f"{start[1]}: resume with the interrupted run's chunk "
+                                          f"size (a divisor of it), got {chunk}")
+                    done[name] = sweep(
+                        root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
+                        every, cfg.record_seeds, chunk, start=start, on_chunk=on_chunk,
+                        progress=None if progress is None else progress(name, T, cfg.seeds))
+                out = done[name]
                 runs[(e.name, T)] = OCORun(e, T, budgets, np.asarray(params.p),
                                            np.asarray(params.eta), out, every)
                 if log is not None:
@@ -332,14 +379,31 @@ def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,
 
 
 def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
-                  seed_start: int = 0) -> dict:
+                  seed_start: int = 0, chunk_rounds: int | None = None, progress=None,
+                  checkpoints: bool = True) -> dict:
+    """Run a validated config and write its folder (see :func:`write_results`).
+
+    As :func:`gsjax.experiment.run_config`: ``config.json`` is written first (``gsjax run
+    --resume`` reads it); with ``checkpoints`` the folder holds ``checkpoint.npz`` while the
+    run is in progress, a run on a folder with a checkpoint of the same config resumes it, and
+    the checkpoint is removed once the results are written.
+    """
     t0 = time.perf_counter()
+    check(cfg)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / checkpoint.FILENAME).exists():
+        results.write_json(out / "config.json", oco_config_to_dict(cfg))
     log(f"{cfg.name}: {cfg.seeds} seeds x horizons {list(cfg.horizons)}, "
         f"{cfg.problem.loss} loss, {cfg.problem.targets} targets, "
         f"{cfg.problem.num_components} components x {cfg.problem.block_dim}")
-    exp = run_experiment(cfg, seed_start=seed_start, log=log)
-    return write_results(exp, out_dir, log=log, figures=figures,
-                         extra_meta={"wall_seconds": time.perf_counter() - t0})
+    exp = run_experiment(cfg, seed_start=seed_start, log=log, chunk_rounds=chunk_rounds,
+                         checkpoint_dir=out if checkpoints else None, progress=progress)
+    summary = write_results(exp, out, log=log, figures=figures,
+                            extra_meta={"wall_seconds": time.perf_counter() - t0})
+    if checkpoints:
+        checkpoint.remove(out)
+    return summary
 
 
 def replot(run_dir) -> list[Path]:

@@ -1,35 +1,37 @@
-"""Run an OCO algorithm: ``lax.scan`` over rounds, ``vmap`` over budget points and seeds.
+"""Run an OCO algorithm on :mod:`gsjax.runner`'s loop, ``vmap`` over budget points and seeds.
 
 Keys (DESIGN section 3, as :mod:`gsjax.runner`): seed ``i`` uses ``fold_in(root, i)`` for its
 GLOBAL id; its init key is ``fold_in(seed_key, 0)`` (target process ``fold_in(init, 0)``,
 algorithm ``fold_in(init, 1)``); round ``t = 1..T`` uses ``key_t = fold_in(seed_key, t)``, with
 ``fold_in(key_t, 0)`` for the targets, ``fold_in(key_t, 1)`` for ``act`` (the coins) and
-``fold_in(key_t, 2)`` for ``update``. A seed's run is therefore the same in any batch of seeds.
+``fold_in(key_t, 2)`` for ``update``. A seed's run is therefore the same in any batch of seeds,
+chunking or sharding.
 
 Budget points (a grid of ``OCOParams`` with a leading axis ``G``) are vmapped INSIDE a seed,
 with the seed's keys unbatched: the random numbers of a round are drawn once per seed and shared
 by every budget point (common random numbers: the coin ``u_t < p`` of a larger ``p`` fires
 whenever a smaller one's does, and oblivious targets are identical).
 
-Per-round outputs are reduced on device (:class:`OCOTotals`); the hindsight comparator is
-computed on device at the end of the scan (:class:`OCOResult`). The L1 comparator needs every
-target (a median), so for ``loss = "l1"`` the scan also outputs ``z_t`` and seeds are run in
-chunks whose targets fit ``target_bytes``.
+The loop (record blocks, chunks, checkpoint/resume, sharding, the non-finite check on the
+targets and the learner's loss) is :func:`gsjax.runner.drive`'s. Per-round outputs are reduced
+on device (:class:`OCOTotals`); the hindsight comparator is computed at the end
+(:func:`hindsight`). The L1 comparator needs every target (a median), so for ``loss = "l1"``
+the carry also holds ``z_1..z_T`` (``T x G x n`` per seed, on device and in checkpoints).
 """
 
 from __future__ import annotations
 
-import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax.oco.algorithms import OCOAlgorithm, OCOParams
+from gsjax.oco.algorithms import OCOAlgorithm, OCOParams, OCOState
 from gsjax.oco.problem import (
     OCOProblem,
     OCOSpec,
+    TargetState,
     best_fixed_l1,
     best_fixed_squared,
     coord_loss,
@@ -37,9 +39,10 @@ from gsjax.oco.problem import (
     target_reset,
     target_step,
 )
+from gsjax.runner import check_chunk, check_rounds, drive, scan_blocks, seed_batch, unpad
 
-__all__ = ["OCOTotals", "OCORecords", "OCOResult", "run_seed", "make_sweep", "sweep",
-           "SweepOutput"]
+__all__ = ["OCOTotals", "OCORecords", "OCOResult", "OCOCarry", "init_carry", "advance",
+           "hindsight", "run_seed", "make_chunked", "sweep", "SweepOutput"]
 
 
 class OCOTotals(NamedTuple):
@@ -76,97 +79,126 @@ class OCOResult(NamedTuple):
     s_star: jax.Array  # (n,) best fixed point in hindsight
 
 
-def _zero_totals(spec: OCOSpec, dtype) -> OCOTotals:
-    zk = jnp.zeros((spec.num_components,), dtype)
-    zi = jnp.zeros((spec.num_components,), jnp.int32)
-    zn = jnp.zeros((spec.n,), dtype)
-    return OCOTotals(zk, zk, zk, zi, zi, zn, zn)
+class OCOCarry(NamedTuple):
+    """What one seed carries from round to round; every field but the last two per budget
+    point (leading axis G)."""
+
+    state: OCOState
+    targets: TargetState
+    s_prev: jax.Array  # (G, n) the state played last round (s0 before round 1)
+    totals: OCOTotals
+    first_nonfinite: jax.Array  # () int32 first round with a NaN/inf target or loss (0: none)
+    zs: jax.Array | None  # (T, G, n) the targets of every round (L1 loss), else None
+
+
+def init_carry(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
+               params: OCOParams, horizon: int) -> OCOCarry:
+    """The carry of one seed before round 1, at every budget point of ``params``."""
+    num = params.p.shape[0]
+    k_init = jax.random.fold_in(seed_key, 0)
+    state = jax.vmap(algo.init, in_axes=(None, 0, None))(jax.random.fold_in(k_init, 1), params,
+                                                          problem)
+    zk = jnp.zeros((spec.num_components,), problem.s0.dtype)
+    zi, zn = jnp.zeros(zk.shape, jnp.int32), jnp.zeros_like(problem.s0)
+    lanes = (target_reset(jax.random.fold_in(k_init, 0), spec, problem), problem.s0,
+             OCOTotals(zk, zk, zk, zi, zi, zn, zn))
+    lanes = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num,) + a.shape), lanes)
+    zs = jnp.zeros((horizon, num, spec.n), zn.dtype) if spec.loss == "l1" else None
+    return OCOCarry(state, *lanes, jnp.zeros((), jnp.int32), zs)
+
+
+def _lane(algo, spec, problem, ke, ka, ku, t, state, tstate, s_prev, tot, prm):
+    """Round ``t`` at one budget point: targets, act, update, totals."""
+    z, tstate = target_step(ke, tstate, s_prev, t, spec, problem)
+    action, state = algo.act(ka, state, prm, problem)
+    state, info = algo.update(ku, state, action, z, prm, problem)
+    changed = per_component(spec, (action != s_prev).astype(jnp.int32)) > 0
+    tot = OCOTotals(
+        loss=tot.loss + per_component(spec, coord_loss(spec, action, z, problem.weight)),
+        virtual_loss=tot.virtual_loss + per_component(spec, info.virtual_loss),
+        movement=tot.movement + per_component(spec, jnp.abs(action - s_prev)),
+        switches=tot.switches + info.switched.astype(jnp.int32),
+        changes=tot.changes + changed.astype(jnp.int32),
+        sum_z=tot.sum_z + z,
+        sum_z2=tot.sum_z2 + z * z,
+    )
+    return state, tstate, action, tot, z
+
+
+def _record(carry: OCOCarry) -> OCORecords:
+    tot = carry.totals
+    return OCORecords(tot.loss, tot.movement, tot.switches, carry.s_prev, carry.state.w)
+
+
+def advance(carry: OCOCarry, t0, seed_key, algo: OCOAlgorithm, spec: OCOSpec,
+            problem: OCOProblem, params: OCOParams, num_rounds: int,
+            record_every: int) -> tuple[OCOCarry, OCORecords]:
+    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); records
+    ``(R, G, ...)``."""
+    lanes = jax.vmap(lambda *a: _lane(algo, spec, problem, *a),
+                     in_axes=(None, None, None, None, 0, 0, 0, 0, 0))
+
+    def round_(carry: OCOCarry, t) -> OCOCarry:
+        key_t = jax.random.fold_in(seed_key, t)
+        ke, ka, ku = (jax.random.fold_in(key_t, j) for j in range(3))
+        state, tstate, action, tot, z = lanes(ke, ka, ku, t, carry.state, carry.targets,
+                                              carry.s_prev, carry.totals, params)
+        bad = ~(jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(tot.loss)))
+        first = jnp.where((carry.first_nonfinite == 0) & bad, jnp.asarray(t, jnp.int32),
+                          carry.first_nonfinite)
+        zs = None if carry.zs is None else carry.zs.at[t - 1].set(z)
+        return OCOCarry(state, tstate, action, tot, first, zs)
+
+    return scan_blocks(round_, _record, carry, num_rounds, record_every, t0)
+
+
+def hindsight(carry: OCOCarry, spec: OCOSpec, problem: OCOProblem, horizon: int) -> OCOResult:
+    """The regret of a finished run against the exact best fixed point (one seed, ``(G, ...)``)."""
+    tot = carry.totals
+    if carry.zs is not None:
+        s_star, loss_star = best_fixed_l1(jnp.swapaxes(carry.zs, 0, 1), problem.weight)
+    else:
+        s_star, loss_star = best_fixed_squared(tot.sum_z, tot.sum_z2, horizon, problem.weight)
+    loss_star = per_component(spec, loss_star)
+    return OCOResult(tot.loss - loss_star, tot.virtual_loss - loss_star, tot.movement,
+                     tot.switches, tot.changes, loss_star, s_star)
 
 
 def run_seed(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
              params: OCOParams, horizon: int, record_every: int = 0):
-    """One seed, every budget point of ``params`` (leading axis G), ``horizon`` rounds.
+    """One seed, every budget point of ``params`` (leading axis G), ``horizon`` rounds, in one
+    traced scan (differentiable: :mod:`gsjax.tune` takes its gradient).
 
     Returns ``(OCOResult (G, ...), OCORecords (G, R, ...) or None)``; ``record_every = 0``
     keeps no records.
     """
-    num = params.p.shape[0]
-    dtype = problem.s0.dtype
-    k_init = jax.random.fold_in(seed_key, 0)
-    state = jax.vmap(algo.init, in_axes=(None, 0, None))(jax.random.fold_in(k_init, 1), params,
-                                                          problem)
-    tstate = target_reset(jax.random.fold_in(k_init, 0), spec, problem)
-    tstate = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num,) + a.shape), tstate)
-    s_prev = jnp.broadcast_to(problem.s0, (num, spec.n))
-    tot = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num,) + a.shape),
-                                 _zero_totals(spec, dtype))
-    keep_z = spec.loss == "l1"
-
-    def lane(ke, ka, ku, t, state, tstate, s_prev, tot, prm):
-        z, tstate = target_step(ke, tstate, s_prev, t, spec, problem)
-        action, state = algo.act(ka, state, prm, problem)
-        state, info = algo.update(ku, state, action, z, prm, problem)
-        changed = per_component(spec, (action != s_prev).astype(jnp.int32)) > 0
-        tot = OCOTotals(
-            loss=tot.loss + per_component(spec, coord_loss(spec, action, z, problem.weight)),
-            virtual_loss=tot.virtual_loss + per_component(spec, info.virtual_loss),
-            movement=tot.movement + per_component(spec, jnp.abs(action - s_prev)),
-            switches=tot.switches + info.switched.astype(jnp.int32),
-            changes=tot.changes + changed.astype(jnp.int32),
-            sum_z=tot.sum_z + z,
-            sum_z2=tot.sum_z2 + z * z,
-        )
-        return (state, tstate, action, tot), z
-
-    def round_(carry, t):
-        key_t = jax.random.fold_in(seed_key, t)
-        ke, ka, ku = (jax.random.fold_in(key_t, j) for j in range(3))
-        carry, z = jax.vmap(lane, in_axes=(None, None, None, None, 0, 0, 0, 0, 0))(
-            ke, ka, ku, t, *carry, params)
-        return carry, (z if keep_z else None)
-
-    carry = (state, tstate, s_prev, tot)
-    every = record_every if record_every else horizon
-    if horizon % every:
-        raise ValueError(f"horizon {horizon} is not a multiple of record_every {every}")
-
-    def block(carry, t0):
-        carry, zs = jax.lax.scan(round_, carry, t0 + jnp.arange(1, every + 1, dtype=jnp.int32))
-        st, _, s_played, tt = carry
-        rec = OCORecords(tt.loss, tt.movement, tt.switches, s_played, st.w) if record_every else None
-        return carry, (rec, zs)
-
-    carry, (records, zs) = jax.lax.scan(block, carry,
-                                        jnp.arange(0, horizon, every, dtype=jnp.int32))
-    tot = carry[3]
-    if keep_z:
-        zs = jnp.swapaxes(zs.reshape((horizon,) + zs.shape[2:]), 0, 1)  # (G, T, n)
-        s_star, loss_star = best_fixed_l1(zs, problem.weight)
-    else:
-        s_star, loss_star = best_fixed_squared(tot.sum_z, tot.sum_z2, horizon, problem.weight)
-    loss_star = per_component(spec, loss_star)
-    result = OCOResult(
-        loss_regret=tot.loss - loss_star,
-        virtual_regret=tot.virtual_loss - loss_star,
-        movement=tot.movement,
-        switches=tot.switches,
-        changes=tot.changes,
-        loss_star=loss_star,
-        s_star=s_star,
-    )
-    if records is not None:
-        records = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)  # (G, R, ...)
-    return result, records
+    carry = init_carry(seed_key, algo, spec, problem, params, horizon)
+    carry, records = advance(carry, 0, seed_key, algo, spec, problem, params, horizon,
+                             record_every or horizon)
+    records = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
+    return hindsight(carry, spec, problem, horizon), (records if record_every else None)
 
 
-def make_sweep(algo: OCOAlgorithm, spec: OCOSpec, horizon: int, record_every: int = 0):
-    """``jit(vmap(run_seed))``: ``f(seed_keys (S,), problem, params) -> (result, records)``
-    with outputs ``(S, G, ...)``."""
+def make_chunked(algo: OCOAlgorithm, spec: OCOSpec, horizon: int, chunk_rounds: int,
+                 record_every: int, record_seeds: int):
+    """Jitted ``(init_fn, chunk_fn)`` for :func:`gsjax.runner.drive`, vmapped over seeds.
 
-    def one(key, problem, params):
-        return run_seed(key, algo, spec, problem, params, horizon, record_every)
+    ``init_fn(keys, problem, params) -> carry`` and
+    ``chunk_fn(carry, t0, keys, problem, params) -> (carry, records)``; the records of the
+    first ``record_seeds`` seeds only are returned, ``(record_seeds, R, G, ...)``.
+    """
+    init = jax.vmap(lambda key, prob, prm: init_carry(key, algo, spec, prob, prm, horizon),
+                    in_axes=(0, None, None))
+    step = jax.vmap(
+        lambda c, t0, key, prob, prm: advance(c, t0, key, algo, spec, prob, prm, chunk_rounds,
+                                              record_every),
+        in_axes=(0, None, 0, None, None))
 
-    return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
+    def chunk(carry, t0, keys, problem, params):
+        carry, records = step(carry, t0, keys, problem, params)
+        return carry, jax.tree_util.tree_map(lambda a: a[:record_seeds], records)
+
+    return jax.jit(init), jax.jit(chunk)
 
 
 class SweepOutput(NamedTuple):
@@ -178,55 +210,30 @@ class SweepOutput(NamedTuple):
 
 def sweep(root_key, seed_ids, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
           params: OCOParams, horizon: int, record_every: int = 0, record_seeds: int = 0,
-          target_bytes: float = 2.0e8) -> SweepOutput:
+          chunk_rounds: int | None = None, shard: bool | None = None, start=None,
+          on_chunk=None, progress=None) -> SweepOutput:
     """Every seed of ``seed_ids`` (global ids) at every budget point; host results.
 
-    Seeds run in chunks of one compiled size (the last chunk padded with copies of the first
-    seed, dropped afterwards); the L1 loss keeps ``G x T x n`` targets per seed on device, so
-    its chunks hold at most ``target_bytes`` of them. Records (for figures) come from a second,
-    small sweep over the first ``record_seeds`` seeds; its keys are the same, so its runs are
-    the same runs.
+    Records (for figures) are kept for the first ``record_seeds`` seeds every ``record_every``
+    rounds (``0``: none). ``chunk_rounds`` (default the whole horizon; it must divide
+    ``horizon`` and be a multiple of ``record_every``), ``shard``, ``start``/``on_chunk``
+    (checkpoint and resume), ``progress`` and the :class:`~gsjax.runner.NonFiniteFeedback`
+    check are :func:`gsjax.runner.drive`'s.
     """
-    seed_ids = np.asarray(seed_ids, np.uint32)
-    num = len(seed_ids)
-    num_points = int(params.p.shape[0])
-    chunk = num
-    if spec.loss == "l1":
-        per_seed = num_points * horizon * spec.n * problem.s0.dtype.itemsize
-        chunk = max(1, min(num, int(target_bytes // max(per_seed, 1))))
-    chunk = max(chunk, 2)  # a size-1 vmap compiles differently (see gsjax.runner.sweep)
-    # Small sweeps keep every seed's records in the one compiled program (no second compile).
-    rec_bytes = (num * num_points * (horizon // max(record_every, 1))
-                 * (3 * spec.num_components + 2 * spec.n) * 8)
-    inline = bool(record_seeds and record_every and chunk >= num and rec_bytes <= 5e7)
-    fn = make_sweep(algo, spec, horizon, record_every if inline else 0)
-    keys_all = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(root_key, jnp.asarray(seed_ids))
-    t0 = time.perf_counter()
-    first = _pad(keys_all[:chunk], chunk)
-    compiled = fn.lower(first, problem, params).compile()
-    t1 = time.perf_counter()
-    pieces = []
-    records = None
-    for begin in range(0, num, chunk):
-        keys = _pad(keys_all[begin:begin + chunk], chunk)
-        res, rec = compiled(keys, problem, params)
-        res = jax.device_get(jax.block_until_ready(res))
-        pieces.append(jax.tree_util.tree_map(lambda a: a[: min(chunk, num - begin)], res))
-        if inline:
-            rnum = min(record_seeds, num)
-            records = jax.tree_util.tree_map(lambda a: np.asarray(a)[:rnum], jax.device_get(rec))
-    result = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0), *pieces)
-    t2 = time.perf_counter()
-    if record_seeds and record_every and not inline:
-        rnum = min(record_seeds, num)
-        rfn = make_sweep(algo, spec, horizon, record_every)
-        _, records = rfn(_pad(keys_all[:rnum], max(rnum, 2)), problem, params)
-        records = jax.tree_util.tree_map(lambda a: np.asarray(a)[:rnum], jax.device_get(records))
-    return SweepOutput(result, records, t1 - t0, t2 - t1)
-
-
-def _pad(keys, size: int):
-    if keys.shape[0] == size:
-        return keys
-    fill = jnp.repeat(keys[:1], size - keys.shape[0], axis=0)
-    return jnp.concatenate([keys, fill])
+    check_rounds(horizon, "horizon", "sweep")
+    keep = bool(record_every and record_seeds)
+    every = record_every or check_chunk(chunk_rounds, horizon, 1)
+    chunk_rounds = check_chunk(chunk_rounds, horizon, every)
+    batch = seed_batch(root_key, seed_ids, problem, shard=shard)
+    init_fn, chunk_fn = make_chunked(algo, spec, horizon, chunk_rounds, every,
+                                     record_seeds if keep else 0)
+    carry, records, compile_s, run_s = drive(
+        init_fn, chunk_fn, batch, params, (), horizon, chunk_rounds,
+        lambda c: c.first_nonfinite, start=start, on_chunk=on_chunk, progress=progress)
+    result = jax.jit(jax.vmap(lambda c, prob: hindsight(c, spec, prob, horizon),
+                              in_axes=(0, None)))(carry, batch.problem)
+    result = unpad(jax.device_get(result), batch)
+    if keep:
+        rnum = min(record_seeds, batch.num)
+        records = jax.tree_util.tree_map(lambda a: np.swapaxes(a[:rnum], 1, 2), records)
+    return SweepOutput(result, records if keep else None, compile_s, run_s)
