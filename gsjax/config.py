@@ -1,14 +1,16 @@
 """Experiment configuration schema for ``gsjax``.
 
 Experiment configs are TOML files parsed with the standard-library :mod:`tomllib` and validated
-into frozen, hashable records declared below as pydantic dataclasses: strict types, closed key
-sets and ``Field`` bounds, with the variants of a table as tagged unions (a blocks, unequal
-blocks, scopes, one graph kind, Adult or factor problem each its own record). Every problem raises
-:class:`ConfigError`, whose ``field`` attribute is the dotted path of the offending entry (for
-example ``'agent.lambda_reg'``, ``'problem.edges[3]'`` or ``'algorithms.lazy.reference'``) and
-whose message says what is allowed.
+into frozen, hashable records, declared below as pydantic dataclasses (strict types, closed key
+sets, ``Field`` bounds; the fields' comments document them). The variants of a table are tagged
+unions: a problem is a :class:`BlocksProblem`, :class:`UnequalBlocksProblem`,
+:class:`ScopesProblem`, :class:`GraphProblem` (or its :class:`EdgesGraph`, :class:`GridGraph`,
+:class:`RandomGraph`), :class:`AdultProblem` or :class:`FactorProblem`, selected by its keys.
+Every problem raises :class:`ConfigError`, whose ``field`` attribute is the dotted path of the
+offending entry (``'agent.lambda_reg'``, ``'problem.edges[3]'``, ``'algorithms.lazy.reference'``)
+and whose one-line message says what is allowed.
 
-TOML layout (defaults in parentheses; each record's docstring lists its fields)::
+TOML layout (defaults in parentheses)::
 
     name = "my-experiment"          # required, non-empty
     description = ""                # ("")
@@ -23,23 +25,23 @@ TOML layout (defaults in parentheses; each record's docstring lists its fields):
 
     [problem]                       # required; the keys select the variant:
     structure = "blocks"            # "blocks" | "graph" | "scopes"
-    num_blocks = 3                  # blocks (BlocksProblem)
+    num_blocks = 3                  # blocks
     block_dim = 2
-    # unequal blocks: block_dims = [2, 3, 1] instead (UnequalBlocksProblem)
+    # unequal blocks: block_dims = [2, 3, 1] instead of num_blocks, block_dim
     # scopes: scopes = [[0, 1], [1, 2, 3], [3]] (criterion i reads scopes[i]),
-    #         num_coords (default: the largest index + 1) (ScopesProblem)
+    #         num_coords (default: the largest index + 1)
     # graph: graph = "edges" | "chain" | "complete" | "grid" | "random", num_nodes,
-    #        graph_seed, and edges / grid_shape / max_degree, num_edges (GraphProblem)
+    #        graph_seed, and edges / grid_shape / max_degree, num_edges
     features = "linear"             # "linear" | "quadratic" | "rff"
     s0 = 0.5                        # float in [0, 1] or list of n floats
 
-    [problem.theta]                 # distribution, values, scale, seed, per_seed (ThetaConfig)
-    [problem.noise]                 # kind, sigma (NoiseConfig)
+    [problem.theta]                 # distribution, values, scale, seed, per_seed
+    [problem.noise]                 # kind, sigma
     # environment = "adult" (Section 7.3): the loss comes from UCI Adult data;
     # structure = "blocks", num_blocks = block_dim = 1, no theta/noise;
-    # options in [problem.adult] (AdultProblem, AdultConfig)
+    # options in [problem.adult] (AdultConfig)
     # environment = "factor" (Section 5.3): a factor graph; structure omitted,
-    # sizes, layout and mixing in [problem.factor] (FactorProblem, FactorConfig)
+    # sizes, layout and mixing in [problem.factor] (FactorConfig)
 
     [agent]                         # shared defaults for all algorithms (AgentConfig)
 
@@ -54,8 +56,8 @@ TOML layout (defaults in parentheses; each record's docstring lists its fields):
     [relaxed]                       # optional: the differentiable mode of
     temperature = 0.05              # gsjax tune (RelaxedConfig); gsjax run ignores it
 
-Only the standard library and pydantic are imported here, so the module can be used by
-command-line tools without pulling in JAX. :mod:`gsjax.oco.config` reuses the machinery.
+Only the standard library and pydantic are imported here (no JAX): command-line tools can
+validate a file cheaply. :mod:`gsjax.oco.config` reuses the machinery.
 """
 
 import copy
@@ -70,25 +72,24 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Mapping, NamedTuple, Sequence, Union
 
-from pydantic import ConfigDict, Discriminator, Field, Strict, Tag, TypeAdapter, ValidationError
-from pydantic import AfterValidator, BeforeValidator, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Discriminator, Field, Strict
+from pydantic import Tag, TypeAdapter, ValidationError, model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 from pydantic_core import ArgsKwargs
 
 __all__ = [
-    "ALGORITHM_NAMES", "AdultConfig", "AdultProblem", "AgentConfig", "AdaptiveAgentConfig",
-    "AlgorithmEntry", "BlocksProblem", "ConfigError", "ExperimentConfig", "FactorConfig",
-    "FactorProblem", "GRID_FIELDS", "GraphProblem", "MAX_RECORDS", "NoiseConfig",
-    "ProblemConfig", "RelaxedConfig", "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem",
-    "apply_overrides", "builtin_config_dir", "config_dirs", "config_hash", "config_to_dict",
+    "ALGORITHM_NAMES", "AdaptiveAgentConfig", "AdultConfig", "AdultProblem", "AgentConfig",
+    "AlgorithmEntry", "BlocksProblem", "ConfigError", "EdgesGraph", "ExperimentConfig",
+    "FactorConfig", "FactorProblem", "FactorSpec", "GRID_FIELDS", "GraphProblem", "GridGraph",
+    "MAX_RECORDS", "NoiseConfig", "ProblemConfig", "RandomGraph", "RelaxedConfig",
+    "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem", "apply_overrides",
+    "builtin_config_dir", "config_dirs", "config_hash", "config_to_dict",
     "default_record_every", "find_config", "load_config", "num_coords", "num_criteria",
-    "parse_config", "register_algorithm_name",
+    "parse_config", "read_toml", "register_algorithm_name",
 ]
 
 
-# ---------------------------------------------------------------------------
-# Errors: pydantic's ValidationError as one dotted-path ConfigError
-# ---------------------------------------------------------------------------
+# --- Errors: a pydantic ValidationError as one ConfigError with a dotted path ---------------
 
 
 class ConfigError(ValueError):
@@ -98,7 +99,7 @@ class ConfigError(ValueError):
         field: Dotted path of the offending entry, e.g. ``'agent.lambda_reg'``,
             ``'problem.edges[3]'``; ``'<file>'`` for unreadable files, ``'--set'`` for malformed
             overrides and ``'<root>'`` when the whole config is not a table.
-        message: Human-readable description of what is wrong and what is allowed.
+        message: What is wrong and what is allowed (one line).
     """
 
     def __init__(self, field: str, message: str) -> None:
@@ -114,7 +115,7 @@ class ConfigError(ValueError):
 
 
 class _Invalid(ValueError):
-    """Raised inside a validator: ``loc`` is relative to the record being validated."""
+    """Raised by a validator: ``loc`` is relative to the record being validated."""
 
     def __init__(self, loc: tuple, message: str) -> None:
         self.loc, self.message = loc, message
@@ -140,7 +141,7 @@ _BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
 def _first_error(exc: ValidationError) -> tuple[tuple, str]:
-    """The first error as ``(loc without union tags, one-line message)``."""
+    """The first error as ``(loc without the union tags, one-line message)``."""
     e = exc.errors(include_url=False)[0]
     loc, kind, ctx, value = e["loc"], e["type"], e.get("ctx") or {}, e.get("input")
     if isinstance(ctx.get("error"), _Invalid):
@@ -150,18 +151,13 @@ def _first_error(exc: ValidationError) -> tuple[tuple, str]:
     elif bound := next((b for b in _BOUNDS if b in ctx), None):
         what = "an integer " if isinstance(ctx[bound], int) else ""
         message = f"must be {what}{_BOUNDS[bound]} {ctx[bound]}, got {value}"
-    elif kind == "finite_number":
-        message = f"must be a finite number, got {value}"
     elif kind == "literal_error":
         message = f"must be one of {ctx['expected'].replace(' or ', ', ')}; got {value!r}"
-    elif kind == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}"
-    elif kind == "too_short":
-        message = "must list at least one value"
-    elif kind == "missing":
-        message = "required but missing"
     else:
-        message = e["msg"]
+        message = {"finite_number": f"must be a finite number, got {value}",
+                   "extra_forbidden": "unknown key",
+                   "too_short": "must list at least one value",
+                   "missing": "required but missing"}.get(kind, e["msg"])
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("~"))), message
 
 
@@ -169,27 +165,19 @@ def _dotted(loc: Sequence) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _validate(adapter: TypeAdapter, data: Any, path=_dotted):
-    """``adapter.validate_python(data)``; the first error as a :class:`ConfigError`."""
+def _validate(adapter: TypeAdapter, data: Any, path=_dotted, at: tuple = ()):
+    """``adapter.validate_python(data)``, its first error a :class:`ConfigError` at
+    ``path(loc)`` (or, with ``at``, an :class:`_Invalid` at ``at + loc`` inside a validator)."""
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
         loc, message = _first_error(exc)
+        if at:
+            raise _Invalid(at + loc, message) from None
         raise ConfigError(path(loc) or "<root>", message) from None
 
 
-def _part(adapter: TypeAdapter, data: Any, loc: tuple):
-    """Validate a piece inside a validator, its first error re-raised relative to ``loc``."""
-    try:
-        return adapter.validate_python(data)
-    except ValidationError as exc:
-        sub, message = _first_error(exc)
-        raise _Invalid(loc + sub, message) from None
-
-
-# ---------------------------------------------------------------------------
-# Declarative building blocks
-# ---------------------------------------------------------------------------
+# --- Declarative building blocks ----------------------------------------------------------
 
 
 def Int(ge: int | None = None):  # noqa: N802 (a type)
@@ -201,12 +189,10 @@ def Float(**bounds: float):  # noqa: N802
 
 
 def Floats(**bounds: float):  # noqa: N802
-    """A float, or a list of floats (each in bounds; its length is checked by the record)."""
-    return Annotated[
-        Union[Annotated[Float(**bounds), Tag("~one")],
-              Annotated[tuple[Float(**bounds), ...], Tag("~each")]],
-        Discriminator(lambda v: "~each" if isinstance(v, (list, tuple)) else "~one"),
-    ]
+    """A float or a list of floats, each in bounds (the record checks the list's length)."""
+    return Annotated[Union[Annotated[Float(**bounds), Tag("~one")],
+                           Annotated[tuple[Float(**bounds), ...], Tag("~each")]],
+                     Discriminator(lambda v: "~each" if isinstance(v, (list, tuple)) else "~one")]
 
 
 def _nonempty(value: str) -> str:
@@ -219,21 +205,17 @@ Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), AfterValidator(_nonempty)]
 _NONEMPTY = Field(min_length=1)
-_CONFIG = ConfigDict(extra="forbid")
 
 
 def record(cls=None, *, kw_only: bool = True):
-    """A frozen, hashable pydantic dataclass with the key, required and cross checks of
-    :class:`_Record`."""
-    wrap = _pydantic_dataclass(frozen=True, config=_CONFIG, kw_only=kw_only)
+    """A frozen, hashable pydantic dataclass (with :class:`_Record`'s checks if it is one)."""
+    wrap = _pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=kw_only)
     return wrap if cls is None else wrap(cls)
 
 
 def _get(value: Any, key: str, default: Any = None) -> Any:
-    """``value[key]`` of a raw table or the attribute of a record (for discriminators)."""
-    if isinstance(value, dict):
-        return value.get(key, default)
-    return getattr(value, key, default)
+    """A raw table's ``value[key]`` or a record's attribute (discriminators see both)."""
+    return value.get(key, default) if isinstance(value, dict) else getattr(value, key, default)
 
 
 def _length(value: Any, length: int, desc: str, loc: Any) -> None:
@@ -243,17 +225,13 @@ def _length(value: Any, length: int, desc: str, loc: Any) -> None:
 
 @record
 class _Record:
-    """Base of every record: a TOML table with a closed key set.
-
-    ``_misplaced`` maps keys of other variants (and the fields in ``_refused``, which a table
-    may not set) to the message that says where they belong; ``_needs`` lists keys the table must give (``_why`` says for what); ``_keys`` the TOML keys
-    (the fields by default); ``_omit`` the fields :func:`config_to_dict` leaves out;
-    ``_check`` runs the record's cross-field checks.
-    """
+    """A TOML table with a closed key set. ``_misplaced``: keys of other variants (or fields in
+    ``_refused``, which a table may not set) -> where they belong; ``_why``: what the required
+    keys are required for; ``_keys``: the TOML keys to list (the fields by default); ``_omit``:
+    fields :func:`config_to_dict` leaves out; ``_check``: the cross-field checks."""
 
     _misplaced: ClassVar[Mapping[str, str]] = {}
     _refused: ClassVar[tuple[str, ...]] = ()
-    _needs: ClassVar[tuple[str, ...]] = ()
     _why: ClassVar[str] = ""
     _keys: ClassVar[tuple[str, ...] | None] = None
     _omit: ClassVar[tuple[str, ...]] = ()
@@ -262,22 +240,21 @@ class _Record:
     @classmethod
     def _check_table(cls, data: Any) -> Any:
         if isinstance(data, ArgsKwargs) or dataclasses.is_dataclass(data):
-            return data  # built in Python (dataclasses.replace, a constructor)
+            return data  # built in Python (a constructor, dataclasses.replace)
         if not isinstance(data, dict):
             _fail((), f"expected a table, got {_describe(data)}")
-        fields = [f.name for f in dataclasses.fields(cls)]
+        fields = dataclasses.fields(cls)
+        names = [f.name for f in fields]
         for key in data:
-            if key in cls._misplaced and (key in cls._refused or key not in fields):
+            if key in cls._misplaced and (key in cls._refused or key not in names):
                 _fail(str(key), cls._misplaced[key])
-            if key not in fields:
+            if key not in names:
                 _fail(str(key), f"unknown key {str(key)!r}; allowed keys: "
-                                f"{', '.join(cls._keys or fields)}")
-        required = [f.name for f in dataclasses.fields(cls)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-        for key in (*required, *cls._needs):
-            if key not in data:
+                                f"{', '.join(cls._keys or names)}")
+        for f in fields:
+            if f.name not in data and f.default is f.default_factory is dataclasses.MISSING:
                 why = cls._why.format_map(data)
-                _fail(key, f"required{' ' + why if why else ''} but missing")
+                _fail(f.name, f"required{' ' + why if why else ''} but missing")
         return data
 
     @model_validator(mode="after")
@@ -292,7 +269,7 @@ class _Record:
 def _dict(obj: Any) -> Any:
     """Records as dicts (``None`` fields and ``_omit`` left out), tuples as lists."""
     if isinstance(obj, FactorSpec):
-        return _dict(obj._asdict())
+        obj = obj._asdict()
     if isinstance(obj, dict):
         return {key: _dict(v) for key, v in obj.items()}
     if dataclasses.is_dataclass(obj):
@@ -301,16 +278,13 @@ def _dict(obj: Any) -> Any:
     return [_dict(v) for v in obj] if isinstance(obj, tuple) else obj
 
 
-# ---------------------------------------------------------------------------
-# The problem: one record per variant
-# ---------------------------------------------------------------------------
+# --- The problem: one record per variant --------------------------------------------------
 
 _STRUCTURES = ("blocks", "graph", "scopes")
 _GRAPH_KINDS = ("edges", "chain", "grid", "random", "complete")
 _ENVIRONMENTS = ("linear", "adult", "factor")
 _ONLY = "only allowed when problem.{} = {!r}"
-#: Where the keys of the other problem variants belong.
-_HOME = {
+_HOME = {  # where the keys of the other problem variants belong
     **{k: _ONLY.format("structure", "blocks") for k in ("num_blocks", "block_dim", "block_dims")},
     **{k: _ONLY.format("structure", "scopes") for k in ("scopes", "num_coords")},
     **{k: _ONLY.format("structure", "graph") for k in ("graph", "num_nodes", "graph_seed")},
@@ -322,22 +296,13 @@ _HOME = {
 
 @record(kw_only=False)
 class ThetaConfig(_Record):
-    """How the true parameters are chosen (``[problem.theta]``).
-
-    Attributes:
-        distribution: ``'explicit'``, ``'normal'``, ``'uniform'`` or ``'signal'``.
-        values: For ``'explicit'``: one tuple of floats per criterion (k rows; per factor for
-            ``environment = 'factor'``); ``None`` otherwise.
-        scale: Scale of the random distribution (> 0).
-        seed: Seed used to draw theta (>= 0).
-        per_seed: Whether theta is redrawn for every experiment seed.
-    """
+    """How the true parameters are chosen (``[problem.theta]``)."""
 
     distribution: Literal["explicit", "normal", "uniform", "signal"] = "normal"
-    values: tuple[tuple[Float(), ...], ...] | None = None
-    scale: Float(gt=0.0) = 1.0
-    seed: Int(0) = 0
-    per_seed: Bool = False
+    values: tuple[tuple[Float(), ...], ...] | None = None  # 'explicit': one row per criterion
+    scale: Float(gt=0.0) = 1.0  # of the random distributions
+    seed: Int(0) = 0  # the key theta is drawn with
+    per_seed: Bool = False  # redraw theta for every experiment seed
 
     def _check(self) -> None:
         if self.distribution != "explicit" and self.values is not None:
@@ -352,39 +317,22 @@ class ThetaConfig(_Record):
 
 @record(kw_only=False)
 class NoiseConfig(_Record):
-    """Observation noise (``[problem.noise]``).
-
-    Attributes:
-        kind: ``'independent'`` (one sigma per criterion, length k) or ``'correlated'`` (one
-            sigma per coordinate, length n).
-        sigma: A float >= 0 or a tuple of floats >= 0.
-    """
+    """Observation noise (``[problem.noise]``)."""
 
     kind: Literal["independent", "correlated"] = "independent"
-    sigma: Floats(ge=0.0) = 0.5
+    sigma: Floats(ge=0.0) = 0.5  # independent: a float or k of them; correlated: n
 
 
 @record
 class ProblemConfig(_Record):
-    """The bandit problem (``[problem]``): the fields every variant has.
-
-    Calling ``ProblemConfig(**fields)`` builds the variant the fields select; reading a field
-    of another variant (``p.edges`` of a blocks problem) gives ``None``.
-
-    Attributes:
-        features: ``'linear'``, ``'quadratic'`` or ``'rff'``.
-        rff_dim: Random Fourier feature dimension (used for ``'rff'``).
-        rff_lengthscale: RFF lengthscale (used for ``'rff'``).
-        s0: Initial state, a float in [0, 1] or a tuple of n such floats.
-        theta: True-parameter specification.
-        noise: Observation-noise specification.
-        environment: ``'linear'`` (the linear model), ``'adult'`` or ``'factor'``.
-    """
+    """The bandit problem (``[problem]``): the fields every variant has. ``ProblemConfig(**kw)``
+    builds the variant ``kw`` selects; a field of another variant reads ``None`` (``p.edges``
+    of a blocks problem)."""
 
     features: Literal["linear", "quadratic", "rff"] = "linear"
-    rff_dim: Int(1) = 16
+    rff_dim: Int(1) = 16  # random Fourier features ('rff')
     rff_lengthscale: Float(gt=0.0) = 0.5
-    s0: Floats(ge=0.0, le=1.0) = 0.5
+    s0: Floats(ge=0.0, le=1.0) = 0.5  # the initial state: a float or n of them
     theta: ThetaConfig = ThetaConfig()
     noise: NoiseConfig = NoiseConfig()
     environment: Literal["linear"] = "linear"
@@ -409,20 +357,19 @@ class ProblemConfig(_Record):
     def _structure(self) -> None:
         pass
 
+    def _theta_rows(self) -> int:
+        return self.sizes[0]
+
     def _check(self) -> None:
         self._structure()
-        k, n = self.sizes
+        (k, n), kind = self.sizes, self.noise.kind
         _length(self.s0, n, "n (number of coordinates)", "s0")
-        kind = self.noise.kind
         length, desc = (k, "k (criteria)") if kind == "independent" else (n, "n (coordinates)")
         _length(self.noise.sigma, length, f"{desc} for kind {kind!r}", ("noise", "sigma"))
-        rows, what = self._theta_rows()
-        if self.theta.values is not None and len(self.theta.values) != rows:
-            _fail(("theta", "values"), f"expected {what} = {rows} rows (one per criterion), got "
-                                       f"{len(self.theta.values)}")
-
-    def _theta_rows(self) -> tuple[int, str]:
-        return self.sizes[0], "k"
+        rows, values = self._theta_rows(), self.theta.values
+        if values is not None and len(values) != rows:
+            _fail(("theta", "values"), f"expected k = {rows} rows (one per criterion), got "
+                                       f"{len(values)}")
 
 
 @record
@@ -441,7 +388,7 @@ class BlocksProblem(ProblemConfig):
 
 @record
 class UnequalBlocksProblem(ProblemConfig):
-    """``structure = 'blocks'`` with ``block_dims``: blocks of unequal sizes, consecutive."""
+    """``structure = 'blocks'`` with ``block_dims``: consecutive blocks of these sizes."""
 
     structure: Literal["blocks"] = "blocks"
     block_dims: Annotated[tuple[Int(1), ...], _NONEMPTY]
@@ -475,19 +422,18 @@ class ScopesProblem(ProblemConfig):
                 _fail(("scopes", i), "empty scope: every criterion reads at least one coordinate")
             if (dup := next((v for v in row if row.count(v) > 1), None)) is not None:
                 _fail(("scopes", i), f"coordinate {dup} listed twice")
-        largest = max(max(r) for r in self.scopes)
-        if self.num_coords is None:
-            object.__setattr__(self, "num_coords", largest + 1)
-        elif largest >= self.num_coords:
-            i = next(i for i, r in enumerate(self.scopes) if max(r) == largest)
-            _fail(("scopes", i), f"coordinate index {largest} out of range [0, {self.num_coords}) "
-                                 f"(problem.num_coords = {self.num_coords})")
+        n, top = self.num_coords, max(max(r) for r in self.scopes)
+        if n is not None and top >= n:
+            i = next(i for i, r in enumerate(self.scopes) if max(r) == top)
+            _fail(("scopes", i), f"coordinate index {top} out of range [0, {n}) "
+                                 f"(problem.num_coords = {n})")
+        object.__setattr__(self, "num_coords", top + 1 if n is None else n)
 
 
 @record
 class GraphProblem(ProblemConfig):
-    """``structure = 'graph'``: criteria are the nodes; ``graph = 'chain'`` or ``'complete'``
-    (this record), ``'edges'``, ``'grid'`` or ``'random'`` (its subclasses)."""
+    """``structure = 'graph'``, the criteria are its nodes: ``graph = 'chain'`` or
+    ``'complete'`` here, ``'edges'``, ``'grid'``, ``'random'`` in the subclasses."""
 
     structure: Literal["graph"] = "graph"
     graph: Literal["chain", "complete"]
@@ -509,23 +455,21 @@ class EdgesGraph(GraphProblem):
 
     def _structure(self) -> None:
         seen: set[frozenset] = set()
-        for idx, edge in enumerate(self.edges):
+        for i, edge in enumerate(self.edges):
             if len(edge) != 2:
-                _fail(("edges", idx), f"must be a pair [i, j] of node indices, got {list(edge)}")
-            for node in edge:
-                if not 0 <= node < self.num_nodes:
-                    _fail(("edges", idx), f"node index {node} out of range [0, {self.num_nodes})")
+                _fail(("edges", i), f"must be a pair [i, j] of node indices, got {list(edge)}")
+            if (node := next((v for v in edge if not 0 <= v < self.num_nodes), None)) is not None:
+                _fail(("edges", i), f"node index {node} out of range [0, {self.num_nodes})")
             if edge[0] == edge[1]:
-                _fail(("edges", idx), f"self-loop {list(edge)} not allowed (i == j)")
+                _fail(("edges", i), f"self-loop {list(edge)} not allowed (i == j)")
             if frozenset(edge) in seen:
-                _fail(("edges", idx), f"duplicate edge {list(edge)}")
+                _fail(("edges", i), f"duplicate edge {list(edge)}")
             seen.add(frozenset(edge))
 
 
 @record
 class GridGraph(GraphProblem):
-    """``graph = 'grid'``: a ``grid_shape = [rows, cols]`` grid; ``num_nodes`` is resolved to
-    ``rows * cols``."""
+    """``graph = 'grid'``: ``grid_shape = [rows, cols]``; ``num_nodes`` resolves to rows*cols."""
 
     graph: Literal["grid"]
     num_nodes: Int(1) | None = None
@@ -538,16 +482,15 @@ class GridGraph(GraphProblem):
     def _structure(self) -> None:
         if len(self.grid_shape) != 2:
             _fail("grid_shape", f"must be [rows, cols], got {len(self.grid_shape)} entries")
-        rows_cols = math.prod(self.grid_shape)
-        if self.num_nodes not in (None, rows_cols):
-            _fail("num_nodes", f"must be absent or equal rows*cols = {rows_cols} for "
+        if self.num_nodes not in (None, nodes := math.prod(self.grid_shape)):
+            _fail("num_nodes", f"must be absent or equal rows*cols = {nodes} for "
                                f"problem.graph = 'grid', got {self.num_nodes}")
-        object.__setattr__(self, "num_nodes", rows_cols)
+        object.__setattr__(self, "num_nodes", nodes)
 
 
 @record
 class RandomGraph(GraphProblem):
-    """``graph = 'random'``: ``num_edges`` random edges of degree at most ``max_degree``."""
+    """``graph = 'random'``: ``num_edges`` random edges, degrees at most ``max_degree``."""
 
     graph: Literal["random"]
     max_degree: Int(1)
@@ -555,34 +498,23 @@ class RandomGraph(GraphProblem):
 
     def _structure(self) -> None:
         n = self.num_nodes
-        bound = min(n * self.max_degree // 2, n * (n - 1) // 2)
-        if self.num_edges > bound:
+        if self.num_edges > (bound := min(n * self.max_degree // 2, n * (n - 1) // 2)):
             _fail("num_edges", "must be <= min(num_nodes*max_degree//2, "
                                f"num_nodes*(num_nodes-1)//2) = {bound}, got {self.num_edges}")
 
 
 @record
 class AdultConfig(_Record):
-    """The UCI Adult threshold environment (``[problem.adult]``; see :mod:`gsjax.fairness`).
+    """The UCI Adult threshold environment (``[problem.adult]``; see :mod:`gsjax.fairness`)."""
 
-    Attributes:
-        batch_size: Held-out rows drawn (with replacement) per round, B >= 1 (>= 2 for
-            ``'split'``).
-        gap_estimator: ``'plain'`` (the batch's |TPR_m - TPR_f|), ``'signed'`` (unbiased
-            TPR_m - TPR_f) or ``'split'`` (sign of one half-batch times the other half's estimate).
-        classifier_seed: Key of the logistic regression's starting weights.
-        classifier_steps: L-BFGS iterations (>= 1).
-        classifier_l2: L2 penalty on the weights (>= 0).
-        raw_data: Folder holding adult.data and adult.test to parse instead of the file shipped
-            in the package (``None``: the shipped file).
-    """
-
-    batch_size: Int(1) = 100
+    batch_size: Int(1) = 100  # held-out rows drawn (with replacement) per round (>= 2: 'split')
+    # 'plain': the batch's |TPR_m - TPR_f|; 'signed': unbiased TPR_m - TPR_f; 'split': the sign
+    # of one half-batch's estimate times the other half's
     gap_estimator: Literal["plain", "signed", "split"] = "plain"
-    classifier_seed: Int(0) = 0
-    classifier_steps: Int(1) = 200
-    classifier_l2: Float(ge=0.0) = 1e-4
-    raw_data: Name | None = None
+    classifier_seed: Int(0) = 0  # key of the logistic regression's starting weights
+    classifier_steps: Int(1) = 200  # L-BFGS iterations
+    classifier_l2: Float(ge=0.0) = 1e-4  # L2 penalty on the weights
+    raw_data: Name | None = None  # folder of adult.data, adult.test to parse (None: shipped file)
 
     def _check(self) -> None:
         if self.gap_estimator == "split" and self.batch_size < 2:
@@ -601,7 +533,7 @@ _ONE_THRESHOLD = "problem.environment = 'adult' has one threshold tau in [0, 1]:
 @record
 class AdultProblem(ProblemConfig):
     """``environment = 'adult'`` (Section 7.3): one threshold, so one block of one coordinate;
-    the features default to ``'quadratic'`` ([1, tau, tau^2]: Example 1 with k = 1)."""
+    features default to ``'quadratic'`` ([1, tau, tau^2]: Example 1 with k = 1)."""
 
     features: Literal["linear", "quadratic", "rff"] = "quadratic"
     structure: Literal["blocks"] = "blocks"
@@ -612,7 +544,6 @@ class AdultProblem(ProblemConfig):
     _misplaced = {**_HOME, "theta": _NOT_IN_ADULT, "noise": _NOT_IN_ADULT,
                   "block_dims": f"{_ONE_THRESHOLD} (num_blocks = block_dim = 1)"}
     _refused = _omit = ("theta", "noise")
-
     sizes = BlocksProblem.sizes
 
     def _structure(self) -> None:
@@ -630,49 +561,35 @@ class FactorSpec(NamedTuple):
 
 @record
 class FactorConfig(_Record):
-    """A factor-graph problem (``[problem.factor]``, Section 5.3; see :mod:`gsjax.factor`).
+    """A factor-graph problem (``[problem.factor]``, Section 5.3; see :mod:`gsjax.factor`)."""
 
-    Attributes:
-        num_coords: Coordinates n (>= 1).
-        num_nodes: Nodes (criteria) k (>= 1).
-        layout: ``'clique'`` (one factor over every coordinate shared by every node, the dense
-            case of Section 5.3) or ``'explicit'``.
-        factors: For ``'explicit'``: one ``(coords, nodes)`` :class:`FactorSpec` per factor;
-            ``None`` for ``'clique'``.
-        mixing: Node-specific feature mixing ``'orthogonal'``, ``'scaled'`` or ``'identity'``.
-        mixing_seed: NumPy seed of the mixing matrices (>= 0).
-    """
-
-    num_coords: Int(1)
-    num_nodes: Int(1)
+    num_coords: Int(1)  # n
+    num_nodes: Int(1)  # the criteria, k
+    # 'clique': one factor over every coordinate, shared by every node (the dense case)
     layout: Literal["clique", "explicit"] = "clique"
-    factors: Annotated[tuple[FactorSpec, ...], _NONEMPTY] | None = None
-    mixing: Literal["orthogonal", "scaled", "identity"] = "orthogonal"
-    mixing_seed: Int(0) = 0
+    factors: Annotated[tuple[FactorSpec, ...], _NONEMPTY] | None = None  # 'explicit' only
+    mixing: Literal["orthogonal", "scaled", "identity"] = "orthogonal"  # node-specific features
+    mixing_seed: Int(0) = 0  # NumPy seed of the mixing matrices
 
     def _check(self) -> None:
-        if self.layout == "clique":
-            if self.factors is not None:
-                _fail("factors", "only allowed when problem.factor.layout = 'explicit'")
-            return
-        if self.factors is None:
-            _fail("factors", "required for layout = 'explicit' but missing")
-        for c, spec in enumerate(self.factors):
+        if (self.layout == "clique") != (self.factors is None):
+            _fail("factors", "only allowed when problem.factor.layout = 'explicit'"
+                  if self.factors else "required for layout = 'explicit' but missing")
+        for c, spec in enumerate(self.factors or ()):
             for key, size in (("coords", self.num_coords), ("nodes", self.num_nodes)):
                 idx = getattr(spec, key)
-                for j, v in enumerate(idx):
-                    if not 0 <= v < size:
-                        _fail(("factors", c, key, j), f"index {v} out of range [0, {size})")
+                for j in (j for j, v in enumerate(idx) if not 0 <= v < size):
+                    _fail(("factors", c, key, j), f"index {idx[j]} out of range [0, {size})")
                 if len(set(idx)) != len(idx):
                     _fail(("factors", c, key), f"duplicate index in {list(idx)}")
-        covered = {i for spec in self.factors for i in spec.nodes}
-        if missing := [i for i in range(self.num_nodes) if i not in covered]:
+        covered = {i for spec in self.factors or () for i in spec.nodes}
+        if self.factors and (missing := [i for i in range(self.num_nodes) if i not in covered]):
             _fail("factors", f"node {missing[0]} belongs to no factor; every node needs at least one")
 
 
 @record
 class FactorProblem(ProblemConfig):
-    """``environment = 'factor'`` (Section 5.3): the sizes come from ``[problem.factor]``;
+    """``environment = 'factor'`` (Section 5.3), its sizes from ``[problem.factor]``;
     ``'explicit'`` theta values have one row per FACTOR, of ``d_C`` entries (``|C|`` linear,
     ``2|C|+1`` quadratic, ``rff_dim`` rff)."""
 
@@ -681,9 +598,7 @@ class FactorProblem(ProblemConfig):
     factor: FactorConfig
     _why = "for problem.environment = 'factor'"
     _misplaced = dict.fromkeys(
-        ("num_blocks", "block_dim", "block_dims", "scopes", "num_coords",
-         "graph", "num_nodes", "edges", "grid_shape", "max_degree", "num_edges", "graph_seed",
-         "adult"),
+        (*(k for k in _HOME if k != "factor"),),
         "not used by problem.environment = 'factor' (the sizes come from [problem.factor])")
     _omit = ()
 
@@ -691,18 +606,16 @@ class FactorProblem(ProblemConfig):
     def sizes(self) -> tuple[int, int]:
         return self.factor.num_nodes, self.factor.num_coords
 
-    def _factor_scopes(self) -> list[tuple[int, ...]]:
-        fac = self.factor
-        return [tuple(range(fac.num_coords))] if fac.factors is None else [c for c, _ in fac.factors]
-
-    def _theta_rows(self) -> tuple[int, str]:
-        return len(self._factor_scopes()), "factors"
+    def _theta_rows(self) -> int:
+        return len(self.factor.factors or [()])
 
     def _check(self) -> None:
         super()._check()
-        for c, (row, coords) in enumerate(zip(self.theta.values or (), self._factor_scopes())):
-            m = len(coords)
-            d_c = {"linear": m, "quadratic": 2 * m + 1}.get(self.features, self.rff_dim)
+        fac = self.factor
+        scopes = [c for c, _ in fac.factors] if fac.factors else [range(fac.num_coords)]
+        for c, (row, coords) in enumerate(zip(self.theta.values or (), scopes)):
+            d_c = {"linear": len(coords), "quadratic": 2 * len(coords) + 1}.get(self.features,
+                                                                                 self.rff_dim)
             if len(row) != d_c:
                 _fail(("theta", "values", c), f"factor {c} has {d_c} {self.features} features; "
                                               f"got {len(row)} values")
@@ -719,13 +632,11 @@ class _BadProblem:
             _fail((), f"expected a table, got {_describe(data)}")
         if (env := data.get("environment", "linear")) not in _ENVIRONMENTS:
             _fail("environment", _one_of(_ENVIRONMENTS, env))
-        if "structure" not in data:
-            _fail("structure", "required but missing")
-        if data["structure"] not in _STRUCTURES:
-            _fail("structure", _one_of(_STRUCTURES, data["structure"]))
-        if "graph" not in data:
-            _fail("graph", "required for problem.structure = 'graph' but missing")
-        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]))
+        if data.get("structure") not in _STRUCTURES:
+            _fail("structure", _one_of(_STRUCTURES, data["structure"]) if "structure" in data
+                  else "required but missing")
+        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]) if "graph" in data
+              else "required for problem.structure = 'graph' but missing")
 
 
 _VARIANTS = {"blocks": BlocksProblem, "dims": UnequalBlocksProblem, "scopes": ScopesProblem,
@@ -736,15 +647,12 @@ _PROBLEM_FIELDS = {f.name for v in _VARIANTS.values() for f in dataclasses.field
 
 
 def _problem_tag(v: Any) -> str:
-    env = _get(v, "environment", "linear")
-    if env in ("adult", "factor"):
-        tag = env
-    elif env != "linear" or not isinstance(v, (dict, ProblemConfig)):
-        tag = "bad"
-    else:
-        structure = _get(v, "structure")
+    env, structure, graph = (_get(v, key) for key in ("environment", "structure", "graph"))
+    tag = env if env in ("adult", "factor") else "bad"
+    if env in (None, "linear") and isinstance(v, (dict, ProblemConfig)):
         tag = {"blocks": "dims" if _get(v, "block_dims") is not None else "blocks",
-               "scopes": "scopes", "graph": _get(v, "graph")}.get(structure, "bad")
+               "scopes": "scopes", "graph": graph if isinstance(graph, str) else "bad",
+               }.get(structure if isinstance(structure, str) else "", "bad")
     return f"~{tag if tag in _VARIANTS else 'bad'}"
 
 
@@ -753,9 +661,7 @@ Problem = Annotated[Union[tuple(Annotated[cls, Tag(f"~{tag}")] for tag, cls in _
 _PROBLEM = TypeAdapter(Problem)
 
 
-# ---------------------------------------------------------------------------
-# Agents and algorithm entries
-# ---------------------------------------------------------------------------
+# --- Agents and algorithm entries ---------------------------------------------------------
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -767,80 +673,45 @@ ALGORITHM_NAMES: set[str] = {
 
 
 def register_algorithm_name(name: str) -> None:
-    """Add ``name`` (matching ``[a-z][a-z0-9_]*``) to :data:`ALGORITHM_NAMES` (idempotent).
-
-    Raises:
-        ValueError: If ``name`` is not a string of the allowed form.
-    """
+    """Add ``name`` (``[a-z][a-z0-9_]*``, else ``ValueError``) to :data:`ALGORITHM_NAMES`."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ValueError(f"algorithm name must be a string matching [a-z][a-z0-9_]*, got {name!r}")
     ALGORITHM_NAMES.add(name)
 
 
-_ADAPTIVE_ONLY = ("only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] "
-                  "table, not in [agent])")
-
-
 @record
 class AgentConfig(_Record):
-    """Agent hyper-parameters (``[agent]`` and per-algorithm overrides).
+    """Agent hyper-parameters (``[agent]`` and per-algorithm overrides)."""
 
-    Attributes:
-        lambda_reg: Ridge regularisation, float > 0 or tuple of k floats > 0.
-        beta: Confidence-width multiplier (>= 0).
-        beta_mode: ``'constant'`` or ``'oful'``.
-        oful_delta: OFUL failure probability, in (0, 1).
-        oful_S: OFUL norm bound on theta (> 0).
-        oful_sigma: OFUL noise level (>= 0); ``None`` means use the problem's noise sigma.
-        move_cost: Cost of moving the state (>= 0).
-        solver: ``'vertex'`` (exact for linear features) or ``'pgd'``.
-        pgd_steps: Projected-gradient steps (>= 1).
-        pgd_lr: Projected-gradient learning rate (> 0).
-        pgd_starts: Number of PGD restarts (>= 1).
-        pgd_optimizer: ``'sgd'`` or ``'adam'``.
-        pgd_include_current: Whether PGD start 0 is the current state (else every start is
-            drawn uniformly on the box).
-        reference: ``'global'`` or ``'own'``.
-        trigger_ratio: Determinant-ratio update trigger (> 1).
-        refresh_every: Refresh period in rounds (>= 1).
-    """
-
-    lambda_reg: Floats(gt=0.0) = 1.0
-    beta: Float(ge=0.0) = 1.0
+    lambda_reg: Floats(gt=0.0) = 1.0  # ridge regularisation: a float or k of them
+    beta: Float(ge=0.0) = 1.0  # confidence-width multiplier
     beta_mode: Literal["constant", "oful"] = "constant"
-    oful_delta: Float(gt=0.0, lt=1.0) = 0.05
-    oful_S: Float(gt=0.0) = 1.0
-    oful_sigma: Float(ge=0.0) | None = None
-    move_cost: Float(ge=0.0) = 1.0
-    solver: Literal["vertex", "pgd"] = "vertex"
-    pgd_steps: Int(1) = 50
+    oful_delta: Float(gt=0.0, lt=1.0) = 0.05  # OFUL failure probability
+    oful_S: Float(gt=0.0) = 1.0  # OFUL norm bound on theta
+    oful_sigma: Float(ge=0.0) | None = None  # OFUL noise level (None: the problem's sigma)
+    move_cost: Float(ge=0.0) = 1.0  # cost of moving the state
+    solver: Literal["vertex", "pgd"] = "vertex"  # 'vertex' is exact for linear features only
+    pgd_steps: Int(1) = 50  # projected-gradient steps, learning rate, restarts, optimiser
     pgd_lr: Float(gt=0.0) = 0.05
     pgd_starts: Int(1) = 4
     pgd_optimizer: Literal["sgd", "adam"] = "adam"
-    pgd_include_current: Bool = True
+    pgd_include_current: Bool = True  # PGD start 0 is the current state (else all uniform)
     reference: Literal["global", "own"] = "global"
-    trigger_ratio: Float(gt=1.0) = 2.0
-    refresh_every: Int(1) = 1
-    _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), _ADAPTIVE_ONLY)
+    trigger_ratio: Float(gt=1.0) = 2.0  # determinant-ratio update trigger
+    refresh_every: Int(1) = 1  # refresh period in rounds
+    _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
+        "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
+        "not in [agent])"))
 
 
 @record
 class AdaptiveAgentConfig(AgentConfig):
-    """:class:`AgentConfig` of an ``'adaptive_lazy'`` entry (Section 5.2), plus:
+    """:class:`AgentConfig` of an ``'adaptive_lazy'`` entry (Section 5.2)."""
 
-    Attributes:
-        warmup: Warm-up rounds tau (>= 0, required) of uniform exploration on the complete
-            super-graph.
-        signal_gamma: The signal level gamma of Assumption B (>= 0; required when warmup > 0);
-            the sparsity test keeps |theta_hat| > gamma/2.
-        refined: ``'lazy'`` (``None``: the default) or ``'async_lazy'`` play on the refined graph.
-    """
-
-    warmup: Int(0) = 0
-    signal_gamma: Float(ge=0.0) | None = None
-    refined: Literal["lazy", "async_lazy"] | None = None
+    warmup: Int(0)  # rounds tau of uniform exploration on the complete super-graph (0: none)
+    signal_gamma: Float(ge=0.0) | None = None  # gamma of Assumption B (needed if warmup > 0)
+    refined: Literal["lazy", "async_lazy"] | None = None  # plays on the refined graph (lazy)
     _misplaced = {}
-    _needs = ("warmup",)
     _why = ("for algorithm 'adaptive_lazy' (rounds of exploration before the sparsity test; "
             "0: none)")
 
@@ -851,22 +722,14 @@ class AdaptiveAgentConfig(AgentConfig):
 
 
 _AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
-_ENTRY_KEYS = ("algorithm", *(f.name for f in dataclasses.fields(AdaptiveAgentConfig)))
 
 
 @record(kw_only=False)
 class AlgorithmEntry(_Record):
-    """One ``[algorithms.NAME]`` table.
+    """One ``[algorithms.NAME]`` table: ``agent`` is ``[agent]`` merged with its overrides."""
 
-    Attributes:
-        name: Entry name (the table key), matching ``[a-z][a-z0-9_]*``.
-        algorithm: Algorithm identifier from :data:`ALGORITHM_NAMES`.
-        agent: The shared ``[agent]`` merged with this entry's overrides
-            (an :class:`AdaptiveAgentConfig` for ``'adaptive_lazy'``).
-    """
-
-    name: str
-    algorithm: str
+    name: str  # the table key
+    algorithm: str  # from ALGORITHM_NAMES
     agent: AgentConfig
 
 
@@ -881,13 +744,13 @@ Entry = Annotated[
 ]
 
 
-def _entry_tables(raw: Mapping, known: Any, what: str = "algorithm", keys=None):
-    """``(name, algorithm, table)`` of each ``[algorithms.NAME]`` table, checked: the name, the
-    keys (``keys``), and the algorithm (default: the name) in ``known``."""
+def _entry_tables(raw: Mapping, known: Any, keys: Sequence[str], what: str = "algorithm"):
+    """``(name, algorithm, other keys)`` of each ``[algorithms.NAME]`` table; the name, the
+    ``keys`` and the algorithm (default: the name) checked against ``known``."""
     tables = raw.get("algorithms")
-    if not isinstance(tables, dict) or not tables:
-        if tables is not None and not isinstance(tables, dict):
-            raise ConfigError("algorithms", f"expected a table, got {_describe(tables)}")
+    if tables is not None and not isinstance(tables, dict):
+        raise ConfigError("algorithms", f"expected a table, got {_describe(tables)}")
+    if not tables:
         raise ConfigError("algorithms", "at least one [algorithms.NAME] table is required")
     names = ", ".join(repr(a) for a in sorted(known))
     for name, table in tables.items():
@@ -896,10 +759,9 @@ def _entry_tables(raw: Mapping, known: Any, what: str = "algorithm", keys=None):
             raise ConfigError(path, f"entry name {name!r} must match [a-z][a-z0-9_]*")
         if not isinstance(table, dict):
             raise ConfigError(path, f"expected a table, got {_describe(table)}")
-        for key in table if keys else ():
-            if key not in keys:
-                raise ConfigError(f"{path}.{key}", f"unknown key {key!r}; allowed keys: "
-                                                   f"{', '.join(keys)}")
+        for key in (key for key in table if key not in keys):
+            raise ConfigError(f"{path}.{key}", f"unknown key {key!r}; allowed keys: "
+                                               f"{', '.join(keys)}")
         algorithm = table.get("algorithm", name)
         if "algorithm" in table and (not isinstance(algorithm, str) or algorithm not in known):
             raise ConfigError(f"{path}.algorithm",
@@ -910,20 +772,12 @@ def _entry_tables(raw: Mapping, known: Any, what: str = "algorithm", keys=None):
         yield name, algorithm, {k: v for k, v in table.items() if k != "algorithm"}
 
 
-# ---------------------------------------------------------------------------
-# Grid, relaxed mode and the experiment
-# ---------------------------------------------------------------------------
+# --- Grid, relaxed mode and the experiment ------------------------------------------------
 
-# Agent fields a [grid] may vary (float hyperparameters), with their allowed ranges.
-GRID_FIELDS = {
-    "beta": dict(ge=0.0),
-    "lambda_reg": dict(gt=0.0),
-    "move_cost": dict(ge=0.0),
-    "pgd_lr": dict(gt=0.0),
-    "trigger_ratio": dict(gt=1.0),
-    "oful_delta": dict(gt=0.0, lt=1.0),
-    "oful_S": dict(gt=0.0),
-}
+#: Agent fields a [grid] may vary (float hyperparameters), with their allowed ranges.
+GRID_FIELDS = {"beta": dict(ge=0.0), "lambda_reg": dict(gt=0.0), "move_cost": dict(ge=0.0),
+               "pgd_lr": dict(gt=0.0), "trigger_ratio": dict(gt=1.0),
+               "oful_delta": dict(gt=0.0, lt=1.0), "oful_S": dict(gt=0.0)}
 MAX_GRID_POINTS = 4096
 _AXES = {key: TypeAdapter(Annotated[tuple[Float(**b), ...], _NONEMPTY])
          for key, b in GRID_FIELDS.items()}
@@ -939,8 +793,8 @@ def _grid_axes(value: Any) -> Any:
     for key, vals in value.items():
         if key not in GRID_FIELDS:
             _fail(key, f"unknown key {key!r}; allowed keys: {', '.join(GRID_FIELDS)}")
-        axes.append((key, _part(_AXES[key], vals, (key,))))
-        if len(set(axes[-1][1])) != len(axes[-1][1]):
+        axes.append((key, _validate(_AXES[key], vals, at=(key,))))
+        if len(set(axes[-1][1])) != len(vals):
             _fail(key, "values must be distinct")
     if (size := math.prod(len(v) for _, v in axes)) > MAX_GRID_POINTS:
         _fail((), f"{size} grid points; at most {MAX_GRID_POINTS} allowed")
@@ -949,54 +803,23 @@ def _grid_axes(value: Any) -> Any:
 
 @record
 class RelaxedConfig(_Record):
-    """The ``[relaxed]`` table: the differentiable mode used by ``gsjax tune``
-    (:mod:`gsjax.relaxed`). ``gsjax run`` always runs the hard algorithms.
+    """``[relaxed]``: the differentiable mode of ``gsjax tune`` (:mod:`gsjax.relaxed`);
+    ``gsjax run`` always runs the hard algorithms."""
 
-    Attributes:
-        temperature: Soft-trigger temperature in log-det units (> 0).
-        solve_temperature: Soft-min temperature in LCB units (> 0); ``None`` means
-            ``temperature``.
-        tie_break: Soft-min index penalty kappa (>= 0): candidate p is penalised by
-            kappa sqrt(solve_temperature) p (hard tie rule in the limit).
-        block: Rounds per checkpointed block (>= 1, divides horizon); ``None`` means the
-            divisor of horizon closest to sqrt(horizon).
-        loss_bandwidth: ``environment = "adult"`` only: bandwidth h (> 0) of the smoothed
-            loss, ``1[score >= tau]`` -> ``sigma((score - tau) / h)`` (:func:`gsjax.fairness.smooth`).
-    """
-
-    temperature: Float(gt=0.0) = 0.05
-    solve_temperature: Float(gt=0.0) | None = None
+    temperature: Float(gt=0.0) = 0.05  # soft-trigger temperature, log-det units
+    solve_temperature: Float(gt=0.0) | None = None  # soft-min temperature (None: temperature)
+    # soft-min index penalty kappa: candidate p pays kappa sqrt(solve_temperature) p
     tie_break: Float(ge=0.0) = 0.01
-    block: Int(1) | None = None
+    block: Int(1) | None = None  # rounds per checkpointed block (divides horizon; None: ~sqrt)
+    # environment = "adult": bandwidth h of the smoothed loss sigma((score - tau) / h)
     loss_bandwidth: Float(gt=0.0) = 0.01
 
 
 @record
 class ExperimentConfig(_Record):
-    """A fully validated experiment configuration.
-
-    Attributes:
-        name: Experiment name (non-empty).
-        description: Free-text description.
-        seeds: Number of independent seeds (>= 1).
-        horizon: Number of rounds (>= 1).
-        root_seed: Root PRNG seed (>= 0).
-        dtype: ``'float32'`` or ``'float64'``.
-        record_every: Per-round arrays are kept every this many rounds. When the file omits
-            it: the smallest divisor of ``horizon`` giving at most :data:`MAX_RECORDS` records,
-            so outputs do not grow with T.
-        problem: The bandit problem (one of the :class:`ProblemConfig` variants).
-        agent: Shared agent defaults as written in ``[agent]``. Algorithms should use
-            ``AlgorithmEntry.agent``, which includes overrides (and is the one cross-checked
-            against the problem).
-        algorithms: Algorithm entries in file order.
-        grid: ``[grid]`` axes in file order, ``(agent field, values)``; every algorithm runs
-            on the Cartesian product of the axes in one compiled program. Empty for an
-            ordinary run.
-        paper_json: The free-form ``[paper]`` table as canonical JSON (sorted keys); use the
-            :attr:`paper` property for a dict.
-        relaxed: ``[relaxed]``: the settings of gsjax tune's relaxed mode, or ``None``.
-    """
+    """A fully validated experiment configuration. ``agent`` is ``[agent]`` as written; the
+    algorithms use their entry's merged ``agent``. ``grid``: the ``[grid]`` axes in file order
+    (empty for an ordinary run); ``paper_json``: ``[paper]`` as canonical JSON."""
 
     name: Name
     description: Str = ""
@@ -1004,7 +827,7 @@ class ExperimentConfig(_Record):
     horizon: Int(1) = 300
     root_seed: Int(0) = 0
     dtype: Literal["float32", "float64"] = "float32"
-    record_every: Int(1) = 1
+    record_every: Int(1) = 1  # parse_config's default: default_record_every(horizon)
     problem: Problem
     agent: AgentConfig = AgentConfig()
     algorithms: tuple[Entry, ...] = ()
@@ -1021,7 +844,6 @@ class ExperimentConfig(_Record):
 
     @property
     def algorithm_names(self) -> tuple[str, ...]:
-        """Entry names of :attr:`algorithms`, in order."""
         return tuple(entry.name for entry in self.algorithms)
 
     def _check(self) -> None:
@@ -1051,52 +873,35 @@ class ExperimentConfig(_Record):
 _EXPERIMENT = TypeAdapter(ExperimentConfig)
 
 
-# ---------------------------------------------------------------------------
-# Public API
-# ---------------------------------------------------------------------------
+# --- Public API ---------------------------------------------------------------------------
 
 
 def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
-    """Apply ``"dotted.key=value"`` overrides to a raw config dict.
+    """A copy of ``raw`` with ``"dotted.key=value"`` overrides applied (missing tables made).
 
-    The value is parsed as a TOML value (``tomllib.loads("v = " + value)``); if that fails it
-    is used verbatim as a string, so ``agent.solver=pgd`` works without quotes. Missing
-    intermediate tables are created.
-
-    Args:
-        raw: Raw (unvalidated) config dict; not modified.
-        overrides: Override strings.
-
-    Returns:
-        A new dict with the overrides applied.
+    The value is parsed as a TOML value, else used verbatim as a string (``agent.solver=pgd``).
 
     Raises:
-        ConfigError: With ``field='--set'`` for a malformed override or one that descends into
-            a non-table value.
+        ConfigError: ``field='--set'`` for a malformed override or one into a non-table value.
     """
-    if isinstance(overrides, str):
-        overrides = (overrides,)
     result = copy.deepcopy(raw)
-    for item in overrides:
+    for item in (overrides,) if isinstance(overrides, str) else overrides:
         if not isinstance(item, str) or "=" not in item:
             raise ConfigError("--set", f"expected 'dotted.key=value', got {item!r}")
         key, value_text = item.split("=", 1)
-        key = key.strip()
-        parts = key.split(".")
-        if not key or any(not p.strip() for p in parts):
-            raise ConfigError("--set", f"invalid key {key!r} in override {item!r}")
-        parts = [p.strip() for p in parts]
+        parts = [p.strip() for p in key.strip().split(".")]
+        if not all(parts):
+            raise ConfigError("--set", f"invalid key {key.strip()!r} in override {item!r}")
         try:
             value = tomllib.loads("v = " + value_text)["v"]
         except tomllib.TOMLDecodeError:
             value = value_text.strip()
         node = result
         for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                prefix = ".".join(parts[: depth + 1])
-                raise ConfigError("--set", f"cannot set {key!r}: {prefix!r} is not a table")
-            node = child
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError("--set", f"cannot set {key.strip()!r}: "
+                                           f"{'.'.join(parts[:depth + 1])!r} is not a table")
         node[parts[-1]] = value
     return result
 
@@ -1107,66 +912,48 @@ def _paper_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
 
 
-def _paper_json(value: Any) -> str:
-    """The free-form ``[paper]`` table as canonical JSON."""
-    if not isinstance(value, dict):
-        raise ConfigError("paper", f"expected a table, got {_describe(value)}")
-    try:
-        return json.dumps(value, sort_keys=True, default=_paper_default)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError("paper", f"must contain only JSON-serialisable values ({exc})")
-
-
 def _root(raw: Any, overrides: Sequence[str]) -> dict:
-    """The raw config with overrides applied and ``[paper]`` as ``paper_json``."""
+    """The raw config, overrides applied, with ``[paper]`` as canonical JSON ``paper_json``."""
     if not isinstance(raw, dict):
         raise ConfigError("<root>", f"config must be a table, got {_describe(raw)}")
     raw = apply_overrides(raw, overrides) if overrides else raw
-    data = {k: v for k, v in raw.items() if k != "paper"}
-    data["paper_json"] = _paper_json(raw.get("paper", {}))
-    return data
+    paper = raw.get("paper", {})
+    if not isinstance(paper, dict):
+        raise ConfigError("paper", f"expected a table, got {_describe(paper)}")
+    try:
+        paper_json = json.dumps(paper, sort_keys=True, default=_paper_default)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("paper", f"must contain only JSON-serialisable values ({exc})")
+    return {**{k: v for k, v in raw.items() if k != "paper"}, "paper_json": paper_json}
 
 
 def _toml_path(tables: list, renames: Mapping[str, str] = {"paper_json": "paper"}):
-    """The dotted TOML path of a record's ``loc``: entries by name, not index; an entry's agent
-    key that came from ``[agent]`` (or its default) as ``agent.KEY``; renamed fields."""
+    """The TOML path of a ``loc``: entries by name, an entry's agent key taken from ``[agent]``
+    (or its default) as ``agent.KEY``, renamed fields by their TOML name."""
 
     def path(loc: tuple) -> str:
         if loc[:1] == ("algorithms",) and len(loc) > 1:
             name, _, table = tables[loc[1]]
-            rest = loc[2:]
-            if rest[:1] == ("agent",) and len(rest) > 1:
-                from_agent = rest[1] not in table and rest[1] in _AGENT_KEYS
-                return _dotted(("agent", *rest[1:]) if from_agent else ("algorithms", name,
-                                                                        *rest[1:]))
-            return _dotted(("algorithms", name, *rest))
+            if loc[2:3] == ("agent",) and len(loc) > 3:
+                from_agent = loc[3] not in table and loc[3] in _AGENT_KEYS
+                return _dotted((("agent",) if from_agent else ("algorithms", name)) + loc[3:])
+            return _dotted(("algorithms", name, *loc[2:]))
         return _dotted((renames.get(loc[0], loc[0]), *loc[1:]) if loc else loc)
 
     return path
 
 
 def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
-    """Validate a raw config dict (e.g. from :func:`tomllib.load`).
-
-    Args:
-        raw: The raw config; not modified.
-        overrides: Optional ``"dotted.key=value"`` overrides, applied first.
-
-    Returns:
-        The validated :class:`ExperimentConfig`.
-
-    Raises:
-        ConfigError: On the first invalid entry, naming its dotted path.
-    """
+    """Validate a raw config dict (from :func:`tomllib.load`; not modified), ``overrides``
+    (``"dotted.key=value"``) applied first; raises :class:`ConfigError` on the first error."""
     data = _root(raw, overrides)
-    horizon = data.get("horizon", 300)
-    if "record_every" not in data and type(horizon) is int and horizon >= 1:
-        data["record_every"] = default_record_every(horizon)
+    if "record_every" not in data and type(horizon := data.get("horizon", 300)) is int:
+        data["record_every"] = default_record_every(max(horizon, 1))
     shared = data.get("agent", {}) if isinstance(data.get("agent", {}), dict) else {}
-    tables = list(_entry_tables(data, ALGORITHM_NAMES, keys=_ENTRY_KEYS))
+    keys = ("algorithm", *(f.name for f in dataclasses.fields(AdaptiveAgentConfig)))
+    tables = list(_entry_tables(data, ALGORITHM_NAMES, keys))
     data["algorithms"] = [{"name": name, "algorithm": algorithm, "agent": {**shared, **table}}
                           for name, algorithm, table in tables]
-
     return _validate(_EXPERIMENT, data, _toml_path(tables))
 
 
@@ -1175,10 +962,8 @@ MAX_RECORDS = 1000
 
 def default_record_every(horizon: int) -> int:
     """Smallest divisor ``r`` of ``horizon`` with ``horizon / r <= MAX_RECORDS``."""
-    for r in range(max(1, -(-horizon // MAX_RECORDS)), horizon + 1):
-        if horizon % r == 0:
-            return r
-    return horizon
+    return next(r for r in range(max(1, -(-horizon // MAX_RECORDS)), horizon + 1)
+                if horizon % r == 0)
 
 
 def builtin_config_dir() -> Path:
@@ -1199,11 +984,8 @@ def config_dirs() -> list[Path]:
 
 
 def find_config(name_or_path: str | os.PathLike) -> Path:
-    """A config path from a path or a built-in name (``section7_1`` -> ``section7_1.toml``).
-
-    Raises:
-        ConfigError: ``field='<file>'``, listing the built-in names, if neither is found.
-    """
+    """A config path from a path or a built-in name (``section7_1`` -> ``section7_1.toml``);
+    else :class:`ConfigError` ``'<file>'`` listing the built-in names."""
     p = Path(name_or_path)
     if p.is_file():
         return p
@@ -1217,13 +999,9 @@ def find_config(name_or_path: str | os.PathLike) -> Path:
 
 
 def read_toml(path: str | os.PathLike) -> dict:
-    """The raw table of a TOML file, or of a built-in config name.
-
-    Raises:
-        ConfigError: ``field='<file>'`` if the file cannot be found or read or is not valid TOML.
-    """
-    if not Path(path).exists():
-        path = find_config(path)
+    """The raw table of a TOML file or built-in config name (:class:`ConfigError` ``'<file>'``
+    if it cannot be found, read or parsed)."""
+    path = path if Path(path).exists() else find_config(path)
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
@@ -1235,34 +1013,15 @@ def read_toml(path: str | os.PathLike) -> dict:
 
 
 def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> ExperimentConfig:
-    """Read, override and validate a TOML experiment config file.
-
-    Args:
-        path: Path of the TOML file, or the name of a built-in config (``"section7_2"``; see
-            :func:`find_config`).
-        overrides: Optional ``"dotted.key=value"`` overrides.
-
-    Raises:
-        ConfigError: ``field='<file>'`` if the file cannot be read or is not valid TOML;
-            otherwise as :func:`parse_config`.
-    """
+    """Read (a path or a built-in name: :func:`find_config`), override and validate a config."""
     return parse_config(read_toml(path), overrides)
 
 
 def config_to_dict(cfg: ExperimentConfig) -> dict:
-    """Fully resolved, JSON-serialisable dict form of ``cfg``.
-
-    Defaults are filled in, ``None`` fields are omitted, every algorithm entry lists its
-    complete merged agent settings, and ``parse_config(config_to_dict(cfg)) == cfg`` holds.
-    """
+    """The fully resolved, JSON-serialisable dict of ``cfg`` (defaults filled in, ``None``
+    fields omitted, each entry's complete merged agent): ``parse_config`` of it is ``cfg``."""
     return {
-        "name": cfg.name,
-        "description": cfg.description,
-        "seeds": cfg.seeds,
-        "horizon": cfg.horizon,
-        "root_seed": cfg.root_seed,
-        "dtype": cfg.dtype,
-        "record_every": cfg.record_every,
+        **{key: getattr(cfg, key) for key in ExperimentConfig._keys[:7]},
         "problem": _dict(cfg.problem),
         "agent": _dict(cfg.agent),
         "algorithms": {e.name: {"algorithm": e.algorithm, **_dict(e.agent)}
@@ -1274,11 +1033,8 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
 
 
 def config_hash(cfg: ExperimentConfig) -> str:
-    """SHA-256 hex digest of the canonical JSON of :func:`config_to_dict`.
-
-    Keys are sorted, except that the algorithm entries are hashed as an ordered list of
-    ``[name, entry]`` pairs so that, like ``==``, the hash depends on their order.
-    """
+    """SHA-256 of the canonical JSON of :func:`config_to_dict` (sorted keys; the entries as an
+    ordered list of ``[name, entry]`` pairs, so that like ``==`` it depends on their order)."""
     d = config_to_dict(cfg)
     d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

@@ -219,8 +219,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
                         lambda loc: _dotted(("problem", *loc)))
     k = problem.num_components
     default = _budgets(data, (), k, per_component=True)
-    tables = list(_entry_tables(data, REGISTRY, "OCO algorithm",
-                                keys=("algorithm", "step_rule", "eta", "eta_scale", *_KEYS)))
+    tables = list(_entry_tables(data, REGISTRY, ("algorithm", "step_rule", "eta", "eta_scale",
+                                                 *_KEYS), "OCO algorithm"))
     entries = []
     for name, algorithm, table in tables:
         path = ("algorithms", name)
