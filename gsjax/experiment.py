@@ -25,6 +25,7 @@ import numpy as np
 from gsjax import checkpoint, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.config import (
+    AdaptiveAgentConfig,
     AgentConfig,
     ConfigError,
     ExperimentConfig,
@@ -128,8 +129,8 @@ def _noise_sigma_per_criterion(pc: ProblemConfig, scopes: graphs.Scopes) -> np.n
 
 
 def _adaptive_options(ac: AgentConfig) -> dict:
-    """``adaptive_lazy``'s static options (Section 5.2), where the config sets them."""
-    if ac.warmup is None:
+    """``adaptive_lazy``'s static options (Section 5.2): an adaptive entry's record has them."""
+    if not isinstance(ac, AdaptiveAgentConfig):
         return {}
     return {"warmup": ac.warmup, "signal_gamma": ac.signal_gamma or 0.0,
             "refined": ac.refined or "lazy"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import pickle
@@ -683,3 +684,67 @@ def test_the_schema_knows_every_registered_algorithm():
     from gsjax.algorithms import REGISTRY
 
     assert set(REGISTRY) <= C.ALGORITHM_NAMES
+
+
+# --------------------------------------------------------------------------------------------
+# The declarative schema: tagged variants, one-line errors for any input
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("problem, variant", [
+    ({"structure": "blocks", "num_blocks": 2, "block_dim": 3}, C.BlocksProblem),
+    ({"structure": "blocks", "block_dims": [2, 1]}, C.UnequalBlocksProblem),
+    ({"structure": "scopes", "scopes": [[0, 1], [1]]}, C.ScopesProblem),
+    ({"structure": "graph", "graph": "chain", "num_nodes": 3}, C.GraphProblem),
+    ({"structure": "graph", "graph": "edges", "num_nodes": 3, "edges": [[0, 1]]}, C.EdgesGraph),
+    ({"structure": "graph", "graph": "grid", "grid_shape": [2, 2]}, C.GridGraph),
+    ({"structure": "graph", "graph": "random", "num_nodes": 4, "max_degree": 2, "num_edges": 3},
+     C.RandomGraph),
+])
+def test_each_problem_variant_is_its_own_record(problem, variant):
+    cfg = parse_config({"name": "v", "problem": problem, "agent": {"solver": "pgd"},
+                        "algorithms": {"lazy": {}}})
+    assert type(cfg.problem) is variant
+    assert isinstance(cfg.problem, ProblemConfig)
+    # Only the variant's own fields are stored; the others read None.
+    fields = {f.name for f in dataclasses.fields(cfg.problem)}
+    assert fields < C._PROBLEM_FIELDS
+    assert all(getattr(cfg.problem, name) is None for name in C._PROBLEM_FIELDS - fields)
+    assert C.ProblemConfig(**config_to_dict(cfg)["problem"]) == cfg.problem
+    assert pickle.loads(pickle.dumps(cfg)) == cfg and hash(cfg) == hash(parse_config(
+        config_to_dict(cfg)))
+
+
+def test_adaptive_entries_get_their_own_agent_record():
+    raw = minimal_raw()
+    raw["algorithms"] = {"lazy": {}, "adaptive_lazy": {"warmup": 0}}
+    lazy, adaptive = parse_config(raw).algorithms
+    assert type(lazy.agent) is AgentConfig
+    assert type(adaptive.agent) is C.AdaptiveAgentConfig and adaptive.agent.warmup == 0
+    assert not hasattr(lazy.agent, "warmup")
+
+
+@pytest.mark.parametrize("where", [
+    "problem", "problem.structure", "problem.graph", "problem.environment", "problem.theta",
+    "problem.theta.values", "problem.noise.sigma", "problem.s0", "agent", "agent.lambda_reg",
+    "agent.solver", "algorithms.lazy", "grid", "grid.beta", "relaxed", "relaxed.block", "seeds",
+])
+@pytest.mark.parametrize("value", [None, [1], [[1]], {"x": 1}, "x", 1.5, -1, True, [],
+                                   float("nan")])
+def test_any_bad_value_is_one_line_config_error(where, value):
+    """Whatever a user writes, the answer is a one-line ConfigError naming a field at or
+    below the place written (never a TypeError, a pydantic error or a multi-line message)."""
+    raw = {"name": "x", "problem": {"structure": "graph", "graph": "chain", "num_nodes": 3},
+           "algorithms": {"lazy": {}}}
+    node, parts = raw, where.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    if value is None:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = value
+    try:
+        parse_config(raw)
+    except ConfigError as e:
+        assert "\n" not in str(e) and str(e) == f"{e.field}: {e.message}"
+        assert e.field.split("[")[0].split(".")[0] in (parts[0], "agent", "algorithms"), e
