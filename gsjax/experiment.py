@@ -36,7 +36,7 @@ from gsjax.config import (
 )
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import Problem, Structure, make_problem, make_structure
-from gsjax.results import read_json, read_npz
+from gsjax.results import mean_stderr, read_json, read_npz
 from gsjax.runner import Records, RunTotals, SweepResult, auto_chunk, sweep
 
 __all__ = [
@@ -393,29 +393,19 @@ def run_experiment(
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
 
 
-def _mean_stderr(x: np.ndarray) -> dict:
-    x = np.asarray(x, np.float64)
-    n = x.shape[0]
-    mean = x.mean(axis=0)
-    stderr = x.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
-    if np.ndim(mean) == 0:
-        return {"mean": float(mean), "stderr": float(stderr)}
-    return {"mean": mean.tolist(), "stderr": stderr.tolist()}
-
-
 def _algo_summary(t, kind: str) -> dict:
     """Summary of one algorithm's totals with a leading seed axis."""
     return {
         "algorithm": kind,
-        "prediction_regret": _mean_stderr(t.prediction_regret),
-        "movement_cost": _mean_stderr(t.movement_cost),
-        "total_regret": _mean_stderr(t.prediction_regret + t.movement_cost),
-        "total_updates": _mean_stderr(t.updates.sum(-1)),
-        "total_changes": _mean_stderr(t.changes.sum(-1)),
-        "updates_per_criterion": _mean_stderr(t.updates),
-        "changes_per_criterion": _mean_stderr(t.changes),
-        "triggers_per_criterion": _mean_stderr(t.triggers),
-        "reoptimisations": _mean_stderr(t.reoptimisations),
+        "prediction_regret": mean_stderr(t.prediction_regret),
+        "movement_cost": mean_stderr(t.movement_cost),
+        "total_regret": mean_stderr(t.prediction_regret + t.movement_cost),
+        "total_updates": mean_stderr(t.updates.sum(-1)),
+        "total_changes": mean_stderr(t.changes.sum(-1)),
+        "updates_per_criterion": mean_stderr(t.updates),
+        "changes_per_criterion": mean_stderr(t.changes),
+        "triggers_per_criterion": mean_stderr(t.triggers),
+        "reoptimisations": mean_stderr(t.reoptimisations),
         "max_lcb_residual": float(np.max(t.max_lcb_residual)),
     }
 
@@ -428,9 +418,9 @@ def learned_graph_summary(final: dict) -> dict:
     truth = np.asarray(final["true_neighbours"], bool)
     same_truth = bool(np.all(truth == truth[:1]))
     return {
-        "exact_recovery": _mean_stderr(np.all(learned == truth, axis=(1, 2)).astype(np.float64)),
-        "false_neighbours": _mean_stderr(np.sum(learned & ~truth, axis=(1, 2))),
-        "missed_neighbours": _mean_stderr(np.sum(~learned & truth, axis=(1, 2))),
+        "exact_recovery": mean_stderr(np.all(learned == truth, axis=(1, 2)).astype(np.float64)),
+        "false_neighbours": mean_stderr(np.sum(learned & ~truth, axis=(1, 2))),
+        "missed_neighbours": mean_stderr(np.sum(~learned & truth, axis=(1, 2))),
         "neighbour_frequency": learned.mean(axis=0).tolist(),
         "true_neighbours": truth[0].astype(int).tolist() if same_truth else None,
     }
@@ -462,7 +452,7 @@ def summarise(result: ExperimentResult) -> dict:
         else:
             algos[name] = {**_algo_summary(res.totals, kinds[name]), **timing}
             # The state played at round T (the converged threshold in Section 7.3).
-            algos[name]["final_state"] = _mean_stderr(np.asarray(res.records.action)[:, -1, :])
+            algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
         compile_s += res.compile_seconds

@@ -1,4 +1,5 @@
-"""Result files, written atomically: a reader never sees half a file.
+"""Result files, written atomically: a reader never sees half a file; and the summary
+statistic every result reports (:func:`mean_stderr`).
 
 Every writer goes to a temporary file in the destination folder, flushes and ``fsync``s it,
 then ``os.replace``s it onto the final name (atomic on POSIX within one file system).
@@ -7,6 +8,7 @@ then ``os.replace``s it onto the final name (atomic on POSIX within one file sys
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -14,7 +16,19 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz",
-           "copy_outputs"]
+           "copy_outputs", "mean_stderr"]
+
+
+def mean_stderr(x) -> dict:
+    """``{"mean", "stderr"}`` over the leading (seed) axis, as floats or lists (float64; the
+    standard error is 0 for one seed)."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[0]
+    mean = x.mean(axis=0)
+    stderr = x.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
+    if np.ndim(mean) == 0:
+        return {"mean": float(mean), "stderr": float(stderr)}
+    return {"mean": mean.tolist(), "stderr": stderr.tolist()}
 
 
 def _umask() -> int:

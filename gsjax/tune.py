@@ -63,12 +63,6 @@ _ALWAYS_SOLVE = ("linucb", "joint_linucb")  # no trigger to tune
 _FD_STEP = 1e-6
 
 
-def _ms(x) -> dict:
-    x = np.asarray(x, np.float64)
-    se = float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
-    return {"mean": float(np.mean(x)), "stderr": se}
-
-
 def _parse_names(params) -> list[str]:
     names = [p.strip() for p in (params.split(",") if isinstance(params, str) else params)]
     names = [p for p in names if p]
@@ -259,7 +253,7 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     held_tot = np.asarray(held_res.totals.prediction_regret + held_res.totals.movement_cost)
 
     def hard(p):
-        return _ms(held_tot[0 if p is p0 else 1])
+        return results.mean_stderr(held_tot[0 if p is p0 else 1])
 
     out_params = {}
     for name in names:
@@ -272,8 +266,8 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
         out_params[name] = {"initial": show(p0), "final": show(p1)}
     result = {
         "params": out_params,
-        "objective": {"initial": _ms(per_seed(value(u0)[1])),
-                      "final": _ms(per_seed(value(u_best)[1]))},
+        "objective": {"initial": results.mean_stderr(per_seed(value(u0)[1])),
+                      "final": results.mean_stderr(per_seed(value(u_best)[1]))},
         "heldout_hard": {"initial": hard(p0), "final": hard(p1)},
         "gradient_check": {"max_rel_error": check["max_rel_error"]},
     }
@@ -362,8 +356,8 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
         result = {
             "params": {"eta_scale": {"initial": scale0,
                                      "final": scale0 * float(jnp.exp(u_best["eta_scale"]))}},
-            "objective": {"initial": _ms(value(u0)[1]), "final": _ms(value(u_best)[1])},
-            "heldout_hard": {"initial": _ms(held(u0, hkeys)), "final": _ms(held(u_best, hkeys))},
+            "objective": {"initial": results.mean_stderr(value(u0)[1]), "final": results.mean_stderr(value(u_best)[1])},
+            "heldout_hard": {"initial": results.mean_stderr(held(u0, hkeys)), "final": results.mean_stderr(held(u_best, hkeys))},
             "gradient_check": {"max_rel_error": check["max_rel_error"]},
         }
         t2 = time.perf_counter()

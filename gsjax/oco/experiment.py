@@ -187,17 +187,6 @@ def _span(x) -> str:
     return f"{x[0]:.1f}" if len(x) == 1 else f"{x.min():.1f}..{x.max():.1f}"
 
 
-def _ms(x: np.ndarray) -> dict:
-    """Mean and standard error over the leading (seed) axis."""
-    x = np.asarray(x, np.float64)
-    n = x.shape[0]
-    mean = x.mean(0)
-    se = x.std(0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
-    if np.ndim(mean) == 0:
-        return {"mean": float(mean), "stderr": float(se)}
-    return {"mean": mean.tolist(), "stderr": se.tolist()}
-
-
 def _point_label(run: OCORun, j: int) -> str | float | list:
     e = run.entry
     if e.budget_kind == "none":
@@ -215,16 +204,16 @@ def summarise_point(run: OCORun, j: int, move_cost: float) -> dict:
         "M": run.budgets[j].tolist(),
         "p": run.p[j].tolist(),
         "eta": run.eta[j].tolist(),
-        "loss_regret": _ms(lr.sum(-1)),
-        "virtual_regret": _ms(r.virtual_regret[:, j].sum(-1)),
-        "movement": _ms(mv.sum(-1)),
-        "lambda_movement": _ms(move_cost * mv.sum(-1)),
-        "total_regret": _ms(lr.sum(-1) + move_cost * mv.sum(-1)),
-        "switches": _ms(r.switches[:, j]),
-        "changes": _ms(r.changes[:, j]),
-        "loss_regret_per_component": _ms(lr),
-        "movement_per_component": _ms(mv),
-        "total_regret_per_component": _ms(lr + move_cost * mv),
+        "loss_regret": results.mean_stderr(lr.sum(-1)),
+        "virtual_regret": results.mean_stderr(r.virtual_regret[:, j].sum(-1)),
+        "movement": results.mean_stderr(mv.sum(-1)),
+        "lambda_movement": results.mean_stderr(move_cost * mv.sum(-1)),
+        "total_regret": results.mean_stderr(lr.sum(-1) + move_cost * mv.sum(-1)),
+        "switches": results.mean_stderr(r.switches[:, j]),
+        "changes": results.mean_stderr(r.changes[:, j]),
+        "loss_regret_per_component": results.mean_stderr(lr),
+        "movement_per_component": results.mean_stderr(mv),
+        "total_regret_per_component": results.mean_stderr(lr + move_cost * mv),
     }
 
 
@@ -276,7 +265,7 @@ def fit_exponents(exp: OCOExperiment) -> list[dict]:
                         v = r.loss_regret[:, j].sum(-1) + cfg.move_cost * r.movement[:, j].sum(-1)
                     else:
                         v = getattr(r, q)[:, j].sum(-1).astype(np.float64)
-                    ms = _ms(v)
+                    ms = results.mean_stderr(v)
                     means.append(ms["mean"])
                     ses.append(ms["stderr"])
                 means, ses = np.asarray(means), np.asarray(ses)

@@ -17,7 +17,7 @@ import numpy as np
 from gsjax import results
 from gsjax.config import ConfigError, config_dirs, load_config
 from gsjax.experiment import run_config
-from gsjax.oco.cli import report_section as oco_section
+from gsjax.paper.section6 import report_section as oco_section
 from gsjax.oco.config import config_kind, load_oco_config
 from gsjax.paper import adaptive_graph, large_graphs
 from gsjax.paper._common import script_section

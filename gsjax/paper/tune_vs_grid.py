@@ -66,12 +66,6 @@ __all__ = ["run", "choose", "main"]
 _SETTING_KEYS = ("config", "algorithm", "tuning_seeds", "horizon")
 
 
-def _ms(x) -> dict:
-    x = np.asarray(x, np.float64)
-    se = float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
-    return {"mean": float(np.mean(x)), "stderr": se}
-
-
 def choose(totals) -> int:
     """Index of the grid point with the lowest mean over seeds (``totals`` is ``(G, S)``); the
     first one on a tie."""
@@ -329,9 +323,9 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     wall_held = time.perf_counter() - t0
     grid_out = {
         "axes": {k: [float(v) for v in vals] for k, vals in grid.items()},
-        "points": [{"point": p, "tuning": _ms(tot_tune[i])} for i, p in enumerate(pts)],
-        "chosen": {"index": g, "point": pts[g], "tuning": _ms(tot_tune[g]),
-                   "heldout": _ms(held[1])},
+        "points": [{"point": p, "tuning": results.mean_stderr(tot_tune[i])} for i, p in enumerate(pts)],
+        "chosen": {"index": g, "point": pts[g], "tuning": results.mean_stderr(tot_tune[g]),
+                   "heldout": results.mean_stderr(held[1])},
         "seed_rounds": {"selection": G * S * T, "scoring": H * T},
         "wall_seconds": {"selection": wall_sel},
     }
@@ -340,16 +334,16 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     if heldout_grid:
         _, tot_held, wall_hg = m.grid(grid, S, H)
         for i in range(G):
-            grid_out["points"][i]["heldout"] = _ms(tot_held[i])
+            grid_out["points"][i]["heldout"] = results.mean_stderr(tot_held[i])
         b = choose(tot_held)
-        grid_out["heldout_best"] = {"index": b, "point": pts[b], "heldout": _ms(tot_held[b]),
+        grid_out["heldout_best"] = {"index": b, "point": pts[b], "heldout": results.mean_stderr(tot_held[b]),
                                     "note": "chosen on the held-out seeds: a reference, not a "
                                             "method"}
         grid_out["seed_rounds"]["heldout_all_points"] = G * H * T
         grid_out["wall_seconds"]["heldout_all_points"] = wall_hg
         log(f"grid best on the held-out seeds {pts[b]}: {tot_held[b].mean():.1f}")
     result["grid"] = grid_out
-    result["defaults"] = {"point": fixed[0], "heldout": _ms(held[0])}
+    result["defaults"] = {"point": fixed[0], "heldout": results.mean_stderr(held[0])}
 
     rows = []
     for j, (d, res, tr) in enumerate(tunes):
@@ -360,10 +354,10 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
             "dir": d, "point": tuned_pts[j], "lr": mt.get("lr"), "steps": steps,
             "relaxed": mt.get("relaxed"), "select": mt.get("select", "relaxed"),
             "selected_step": mt.get("selected_step"),
-            "heldout": _ms(h),
+            "heldout": results.mean_stderr(h),
             "heldout_in_tune_json": {**res["heldout_hard"]["final"],
                                      "seeds": mt.get("heldout_seeds")},
-            "minus_grid_choice": _ms(h - held[1]), "minus_defaults": _ms(h - held[0]),
+            "minus_grid_choice": results.mean_stderr(h - held[1]), "minus_defaults": results.mean_stderr(h - held[0]),
             "gradient_check_max_rel_error": res["gradient_check"]["max_rel_error"],
             "gradient_evaluations": steps + 1,
             "seed_rounds": mt.get("seed_rounds"), "wall_seconds": mt.get("wall_seconds"),
@@ -395,7 +389,7 @@ def _iterates(m, trace, S, H) -> dict:
         "steps": [{"step": t["step"], "point": p, "relaxed_objective": t["objective"],
                    "tuning_hard": float(a), "heldout_hard": float(b)}
                   for t, p, a, b in zip(trace, pts, tun, hel.mean(1))],
-        "selected": {r: {"step": i, "point": pts[i], "heldout": _ms(hel[i])}
+        "selected": {r: {"step": i, "point": pts[i], "heldout": results.mean_stderr(hel[i])}
                      for r, i in rules.items()},
         "seed_rounds": len(pts) * (S + H) * m.T,
     }
