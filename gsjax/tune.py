@@ -46,7 +46,6 @@ from pathlib import Path
 import numpy as np
 
 from gsjax import experiment, relaxed, results, runner
-from gsjax.algorithms import REGISTRY
 from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
@@ -58,7 +57,6 @@ __all__ = ["TUNABLE", "tune", "add_parser"]
 
 TUNABLE = ("beta", "lambda_reg", "trigger", "eta_scale")
 _BANDIT_PARAMS = ("beta", "lambda_reg", "trigger")
-_RELAXABLE = tuple(REGISTRY)  # every algorithm has a relaxed form (gsjax.relaxed)
 _ALWAYS_SOLVE = ("linucb", "joint_linucb")  # no trigger to tune
 _FD_STEP = 1e-6
 
@@ -145,16 +143,9 @@ def _pick_entry(cfg, algorithm: str | None):
         else:
             raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
                                              f"{list(cfg.algorithm_names)}")
-    else:
-        cands = [e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")]
-        cands = cands or [e for e in cfg.algorithms if e.algorithm in _RELAXABLE]
-        if not cands:
-            raise ConfigError("--algorithm", f"no entry of {list(_RELAXABLE)} to tune; entries: "
-                                             f"{list(cfg.algorithm_names)}")
-        e = cands[0]
-    if e.algorithm not in _RELAXABLE:
-        raise ConfigError("--algorithm", f"entry {e.name!r} is {e.algorithm!r}: the relaxed "
-                                         f"mode covers {list(_RELAXABLE)}")
+    else:  # every algorithm has a relaxed form; the default is the first lazy or async entry
+        lazy = [e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")]
+        e = (lazy or list(cfg.algorithms))[0]
     return e
 
 

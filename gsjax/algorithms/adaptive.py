@@ -62,7 +62,8 @@ from gsjax import lcb, linalg
 from gsjax.algorithms import schedules
 from gsjax.algorithms.base import AgentSpec, BanditAlgorithm
 from gsjax.algorithms.decisions import HARD, Logic
-from gsjax.algorithms.kernel import Estimator, check_solver, exploration_radius, make_kernel
+from gsjax.algorithms.kernel import (Estimator, check_solver, exploration_radius, make_kernel,
+                                     refresh_now)
 from gsjax.problem import Problem, Structure, all_features, feature_dim
 
 __all__ = [
@@ -197,10 +198,9 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
             scope_keep = state.graph
         keep = feature_keep(kind, scope_keep)
         phi_k = jnp.where(keep, phi, 0.0)
-        if spec.refresh_every == 1:
-            do_refresh = True
-        else:
-            do_refresh = ((t % spec.refresh_every) == 0) | refine_now
+        do_refresh = refresh_now(spec, t)
+        if do_refresh is not True:  # the test round refreshes: the kept block changes
+            do_refresh = do_refresh | refine_now
 
         def exact(_):
             return jax.vmap(_masked_refresh)(data_gram, st.lam, keep)

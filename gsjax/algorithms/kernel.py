@@ -40,7 +40,7 @@ from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
 __all__ = ["Estimator", "make_kernel", "ridge", "solve_objective", "exploration_radius",
-           "check_solver", "node_recipe", "NODE_KINDS"]
+           "refresh_now", "check_solver", "node_recipe", "NODE_KINDS"]
 
 NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
@@ -133,7 +133,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     """
     n = structure.num_coords
     L, est = logic, estimator
-    always = schedule.always_solves or L.soft
+    direct = schedule.always_solves and not L.soft  # solve every round, no cond and no blend
 
     def solve(key, state: BanditState, beta, free, params, problem):
         objective = est.objective(state.stats, state.graph, beta, problem)
@@ -185,7 +185,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     def update(key, state, action, feedback, params, problem):
         state, request, info = prepare(key, state, action, feedback, params, problem)
         solve_ = lambda: solve_request(key, state, request, params, problem)  # noqa: E731
-        if always and not L.soft:
+        if direct:
             s, res = solve_()
         else:
             s, res = L.apply(request.reoptimise, request.free, solve_, state.s, info.lcb_residual)
@@ -193,7 +193,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
 
     return BanditAlgorithm(
         name=name, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
-        always_solves=always, describe=describe or (lambda state, problem: {}), relaxed=L.soft,
+        always_solves=schedule.always_solves or L.soft, describe=describe or (lambda state, problem: {}), relaxed=L.soft,
     )
 
 
