@@ -302,7 +302,7 @@ class FactorEnv(Environment):
 
     def linear_coefficients(self, structure, problem):
         # mixed features: L is still linear in s, read off its gradient
-        zeros = jnp.zeros((structure.num_coords,), problem.theta.dtype)
+        zeros = jnp.zeros((structure.num_coords,), problem.dtype)
         return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
 
     def joint_dim(self, structure) -> int:

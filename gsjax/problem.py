@@ -105,6 +105,11 @@ class Problem(NamedTuple):
     s_star_residual: jax.Array  # () projected-gradient norm at s* (0 when exact)
     env_data: object = None  # pytree of the environment's own arrays (None for the linear model)
 
+    @property
+    def dtype(self):
+        """The problem's float dtype (that of ``s0``), which every algorithm state uses."""
+        return self.s0.dtype
+
 
 class Feedback(NamedTuple):
     """What the environment returns for one played state."""
@@ -320,7 +325,7 @@ def draw_noise(key: jax.Array, structure: Structure, problem: Problem) -> jax.Ar
     ``independent``: ``eta_i = sigma_i xi_i``. ``correlated`` (Section 3.1): one latent
     ``xi_j ~ N(0, sigma_j^2)`` per coordinate and ``eta_i = sum_{j in N(i)} xi_j``.
     """
-    dtype = problem.theta.dtype
+    dtype = problem.dtype
     if structure.noise == "independent":
         xi = jax.random.normal(key, (structure.num_criteria,), dtype)
         return problem.noise_sigma * xi
@@ -421,7 +426,7 @@ def true_minimiser(
     gradient step ``||s - P(s - grad L(s))||`` at the returned point.
     """
     n = structure.num_coords
-    dtype = problem.theta.dtype
+    dtype = problem.dtype
     if structure.features == "linear":
         c = linear_coefficients(structure, problem)
         s = (c < 0).astype(dtype)

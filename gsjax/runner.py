@@ -183,7 +183,7 @@ def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: P
                params: AgentParams) -> Carry:
     """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``."""
     state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
-    dtype = problem.theta.dtype
+    dtype = problem.dtype
     counts = dtype if algo.relaxed else jnp.int32
     return Carry(state, problem.s0, _zero_totals(structure.num_criteria, dtype, counts))
 
@@ -705,7 +705,7 @@ def sweep(
     init_fn, chunk_fn = make_chunked(
         algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid
     )
-    move_cost = jnp.asarray(move_cost, problem.theta.dtype)
+    move_cost = jnp.asarray(move_cost, problem.dtype)
     carry, records, compile_s, run_s = drive(
         init_fn, chunk_fn, batch, params, (move_cost,), horizon, chunk_rounds,
         lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress,

@@ -123,7 +123,7 @@ def feature_keep(kind: str, scope_keep: jax.Array) -> jax.Array:
 def super_problem(structure: Structure, problem: Problem, scope_keep: jax.Array) -> Problem:
     """The learner's problem: super-scopes, masks of the kept slots/features, no ``theta*``."""
     k, n = scope_keep.shape
-    dtype = problem.theta.dtype
+    dtype = problem.dtype
     d = feature_dim(structure.features, n)
     return problem._replace(
         scopes=super_index(problem),
@@ -174,7 +174,7 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
     kind, tau, gamma = structure.features, int(spec.warmup), float(spec.signal_gamma)
 
     def init(params, problem):
-        dtype = problem.theta.dtype
+        dtype = problem.dtype
         stats = jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg)
         return stats, jnp.ones((k, n), bool)
 

@@ -92,7 +92,7 @@ def joint(structure: Structure, spec: AgentSpec, method: str = UPDATE_METHOD) ->
     p = factor.joint_dim(structure)
 
     def init(params, problem):
-        return linalg.init(jnp.max(params.lambda_reg), p, problem.theta.dtype), ()
+        return linalg.init(jnp.max(params.lambda_reg), p, problem.dtype), ()
 
     def observe(state, action, feedback, t, params, problem):
         psi = factor.joint_features(structure, problem, action)  # (k, p)

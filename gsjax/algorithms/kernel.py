@@ -146,7 +146,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
                             s=problem.s0, t=t, graph=graph)
         if not first_policy:
             return state
-        beta = est.radius(params, problem, graph, t.astype(problem.theta.dtype))
+        beta = est.radius(params, problem, graph, t.astype(problem.dtype))
         s, _, _ = solve(key, state, beta, L.true((n,)), params, problem)
         return state._replace(s=s)
 
@@ -156,7 +156,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
         del key
         t = state.t + 1
         stats, graph = est.observe(state, action, feedback, t, params, problem)
-        beta = est.radius(params, problem, graph, t.astype(problem.theta.dtype))
+        beta = est.radius(params, problem, graph, t.astype(problem.dtype))
         logdet = jnp.reshape(stats.logdet, (-1,))
         growth = logdet - state.logdet_ref
         triggered = growth > params.log_trigger
@@ -173,7 +173,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
         info = BanditInfo(triggered=est.to_nodes(triggered),
                           updated=L.count(est.to_nodes(d.updated)),
                           reoptimised=L.count(d.reoptimise),
-                          lcb_residual=jnp.zeros((), problem.theta.dtype))
+                          lcb_residual=jnp.zeros((), problem.dtype))
         return new_state, SolveRequest(reoptimise=d.reoptimise, free=d.free, beta=beta), info
 
     def solve_request(key, state: BanditState, request: SolveRequest, params: AgentParams,
@@ -202,7 +202,7 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
     n, d = structure.num_coords, structure.feature_dim
 
     def init(params, problem):
-        dtype = problem.theta.dtype
+        dtype = problem.dtype
         return jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg), ()
 
     def observe(state, action, feedback, t, params, problem):
