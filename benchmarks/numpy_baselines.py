@@ -21,7 +21,7 @@ What is reproduced exactly (see the gsjax modules named):
   ``lazy`` (``reference = "global" | "own"``) and ``async_lazy``; the first policy is
   ``argmin LCB_0`` from ``s0`` (not counted); the update of round t makes the policy of t + 1;
 * the LCB ``sum_i <phi_i, theta_hat_i> - beta_i sqrt(max(phi^T V^-1 phi, 1e-12))``, constant
-  ``beta`` or the OFUL radius of Lemma 12 (``t`` = observations so far);
+  ``beta`` or the OFUL radius of Lemma 12 (``t`` = observations so far, ``L_i^2 = d_i``);
 * features (``gsjax.problem``): ``linear`` ``phi = s|_N(i)`` and pairwise ``quadratic``
   ``[1, s_i, s_i^2, {s_j}, {s_i s_j}]`` with the own coordinate first in the scope; scopes are a
   ``(k, m)`` index array plus a mask (padded entries read nothing);
@@ -169,7 +169,8 @@ def _setup(kind, scopes, scope_mask, feature_kind, theta, s0, lambda_reg, beta, 
     def radius(t: int) -> np.ndarray:
         if beta_mode == "constant":
             return beta
-        log_term = np.log((1.0 + dt.type(t) / lam) / dt.type(oful_delta))
+        # L_i^2 = d_i: linear and quadratic feature entries lie in [0, 1] on the box
+        log_term = np.log((1.0 + dt.type(t) * d_real / lam) / dt.type(oful_delta))
         return (oful_sigma * np.sqrt(d_real * log_term) + np.sqrt(lam) * dt.type(oful_S)).astype(dt)
 
     return SimpleNamespace(

@@ -689,6 +689,7 @@ class AgentConfig(_Record):
     oful_delta: Float(gt=0.0, lt=1.0) = 0.05  # OFUL failure probability
     oful_S: Float(gt=0.0) = 1.0  # OFUL norm bound on theta
     oful_sigma: Float(ge=0.0) | None = None  # OFUL noise level (None: the problem's sigma)
+    oful_L: Float(gt=0.0) | None = None  # OFUL bound on ||phi_i(s)|| (None: the feature map's)
     move_cost: Float(ge=0.0) = 1.0  # cost of moving the state
     solver: Literal["vertex", "pgd"] = "vertex"  # 'vertex' is exact for linear features only
     pgd_steps: Int(1) = 50  # projected-gradient steps, learning rate, restarts, optimiser

@@ -157,6 +157,7 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
         oful_delta=jnp.asarray(ac.oful_delta, dtype),
         oful_S=jnp.asarray(ac.oful_S, dtype),
         oful_sigma=_per_criterion(oful_sigma, k, dtype),
+        oful_L=None if ac.oful_L is None else _per_criterion(ac.oful_L, k, dtype),
     )
     return spec, params
 

@@ -59,6 +59,7 @@ from gsjax.problem import (
     draw_rff,
     draw_theta,
     feature_dim,
+    feature_norm_sq_bound,
     features,
     total_loss,
     with_minimiser,
@@ -304,6 +305,19 @@ class FactorEnv(Environment):
         # mixed features: L is still linear in s, read off its gradient
         zeros = jnp.zeros((structure.num_coords,), problem.dtype)
         return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
+
+    def feature_norm_sq_bound(self, structure, problem):
+        """(k,) ``L_i^2 >= ||psi_i(s)||^2 = sum_{C in i} ||M_{C,i} phi_C(s)||^2``; row ``i`` of
+        :func:`joint_features` has the same entries, so the same norm. An orthogonal or
+        identity ``M`` keeps the norm: the bound of :func:`gsjax.problem.feature_norm_sq_bound`
+        over node ``i``'s real entries (``sum_C d_C``; ``2`` per factor for rff). ``"scaled"``,
+        ``M = diag(m)``: ``||M phi||^2 = sum_j m_j^2 phi_j^2 <= e^2 sum_j m_j^2`` with ``e^2``
+        the entry bound (1; ``2/D`` for rff), attained at ``s = 1`` for linear and quadratic."""
+        if self.spec.mixing != "scaled":
+            return super().feature_norm_sq_bound(structure, problem)
+        m2 = jnp.diagonal(problem.env_data.mix, axis1=-2, axis2=-1) ** 2  # (k, degree, d_C)
+        one = jnp.ones((1, 1), bool)  # a single real entry: e^2
+        return jnp.sum(m2, axis=(-2, -1)) * feature_norm_sq_bound(structure, one, m2.dtype)
 
     def joint_dim(self, structure) -> int:
         return self.spec.joint_dim

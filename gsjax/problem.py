@@ -54,6 +54,7 @@ __all__ = [
     "LINEAR",
     "model_features",
     "feature_dim",
+    "feature_norm_sq_bound",
     "make_structure",
     "features",
     "all_features",
@@ -127,6 +128,25 @@ def feature_dim(kind: str, scope_size: int, rff_dim: int = 1) -> int:
     if kind == "rff":
         return rff_dim
     raise ValueError(f"unknown feature kind {kind!r}; allowed: {FEATURE_KINDS}")
+
+
+def feature_norm_sq_bound(structure: Structure, feat_mask: jax.Array, dtype) -> jax.Array:
+    r"""(rows,) ``L_i^2`` with :math:`\|\phi_i(s)\|_2^2 \le L_i^2` on the box, for feature rows
+    whose real entries ``feat_mask`` (rows, d) marks: the default ``L`` of the OFUL radius.
+
+    Every entry obeys :math:`\phi_j(s)^2 \le e^2`, so a row of ``d_i`` real entries has
+    :math:`L_i^2 = d_i e^2`:
+
+    * ``linear``: entries ``s_j`` in ``[0, 1]``, ``e^2 = 1``: ``L_i^2 = d_i`` (attained at
+      ``s = 1``);
+    * ``quadratic`` (Example 1): ``1, s_i, s_i^2, s_j, s_i s_j`` all in ``[0, 1]``, ``e^2 = 1``:
+      ``L_i^2 = d_i = 2 m_i + 1`` (attained at ``s = 1``);
+    * ``rff``: ``sqrt(2/D) cos(.)``, ``e^2 = 2 / D``: ``L_i^2 = 2`` for the ``D`` entries.
+
+    A subset of a row's entries (a learned graph's kept features) has the bound of its count.
+    """
+    e2 = 2.0 / structure.rff_dim if structure.features == "rff" else 1.0
+    return e2 * jnp.sum(feat_mask, axis=-1).astype(dtype)
 
 
 def make_structure(scopes: Scopes, features_kind: str, noise: str, rff_dim: int = 16) -> Structure:
@@ -356,6 +376,9 @@ class Environment:
     * ``observe(key, structure, problem, s)`` -- the round's :class:`Feedback`;
     * ``linear_coefficients(structure, problem)`` -- ``c`` with ``L(s) = c . s`` (linear
       features only);
+    * ``feature_norm_sq_bound(structure, problem)`` -- (k,) ``L_i^2`` bounding
+      ``||features_i(s)||^2`` on the box (the OFUL radius's default ``L``; by default
+      :func:`feature_norm_sq_bound` of ``problem.feat_mask``);
     * ``joint_features`` / ``joint_dim`` -- the joint estimator's ``(k, D)`` feature matrix
       (Section 5.3); by default every criterion is its own factor (block-diagonal);
     * ``describe(problem)`` -- extra entries of a summary's ``meta`` (default none);
@@ -380,6 +403,9 @@ class Environment:
         return jnp.zeros((structure.num_coords,), w.dtype).at[problem.scopes.reshape(-1)].add(
             w.reshape(-1)
         )
+
+    def feature_norm_sq_bound(self, structure: Structure, problem: Problem) -> jax.Array:
+        return feature_norm_sq_bound(structure, problem.feat_mask, problem.dtype)
 
     def joint_dim(self, structure: Structure) -> int:
         return structure.num_criteria * structure.feature_dim

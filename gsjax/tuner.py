@@ -298,9 +298,10 @@ class Tuner:
             phi = all_features(self._structure, prob, s)
             mean = np.asarray(jnp.sum(phi * jax.vmap(linalg.theta_hat)(stats), -1), np.float64)
             q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, stats.inv, phi), np.float64)
-            beta = np.asarray(exploration_radius(self._spec, self._params, prob.feat_mask,
-                                                 jnp.asarray(self.rounds, self._dtype)),
-                              np.float64)
+            beta = np.asarray(exploration_radius(
+                self._spec, self._params, prob.feat_mask,
+                self._structure.env.feature_norm_sq_bound(self._structure, prob),
+                jnp.asarray(self.rounds, self._dtype)), np.float64)
             beta = np.broadcast_to(beta, mean.shape)
             width = beta * np.sqrt(np.maximum(q, 0.0))
             out["criteria"] = [

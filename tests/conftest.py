@@ -29,7 +29,7 @@ def x64():
 
 
 def _agent_params(k, dtype, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, log_trigger=math.log(2.0),
-                  oful_delta=0.1, oful_S=1.0, oful_sigma=0.5):
+                  oful_delta=0.1, oful_S=1.0, oful_sigma=0.5, oful_L=None):
     from gsjax.algorithms import AgentParams
 
     vec = lambda v: jnp.broadcast_to(jnp.asarray(v, dtype), (k,))
@@ -42,6 +42,7 @@ def _agent_params(k, dtype, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, log_trigge
         oful_delta=sca(oful_delta),
         oful_S=sca(oful_S),
         oful_sigma=vec(oful_sigma),
+        oful_L=None if oful_L is None else vec(oful_L),
     )
 
 

@@ -370,9 +370,12 @@ def test_agent_params_create_defaults_by_hand():
     want = AgentParams(
         lambda_reg=np.ones(3, f32), beta=np.ones(3, f32), pgd_lr=f32(0.05),
         log_trigger=f32(math.log(2.0)), oful_delta=f32(0.1), oful_S=f32(1.0),
-        oful_sigma=np.full(3, 0.5, f32),
+        oful_sigma=np.full(3, 0.5, f32), oful_L=None,
     )
     for field, got, value in zip(AgentParams._fields, p, want):
+        if value is None:  # oful_L: the feature map's bound, chosen by the estimator
+            assert got is None, field
+            continue
         assert np.asarray(got).dtype == np.float32, field
         assert np.shape(got) == np.shape(value), field
         np.testing.assert_array_equal(np.asarray(got), value, err_msg=field)
@@ -382,7 +385,7 @@ def test_agent_params_create_defaults_by_hand():
 def test_agent_params_create_equals_the_test_fixture(x64, make_params, dtype):
     """The same bits as tests/conftest.py's hand-written construction."""
     kw = dict(lambda_reg=[0.01, 0.1, 1.0], beta=0.5, pgd_lr=0.1, oful_delta=0.2, oful_S=2.0,
-              oful_sigma=[0.3, 0.4, 0.0])
+              oful_sigma=[0.3, 0.4, 0.0], oful_L=[1.0, 2.0, 0.5])
     got = AgentParams.create(3, trigger_ratio=3.0, dtype=dtype, **kw)
     want = make_params(3, dtype, log_trigger=math.log(3.0), **kw)
     for field, g, w in zip(AgentParams._fields, got, want):
@@ -419,6 +422,9 @@ def test_agent_params_create_under_vmap():
         (3, dict(oful_S=0.0), r"oful_S: .*> 0\.0, got 0\.0"),
         (3, dict(oful_sigma=[0.5, -0.1, 0.5]), r"oful_sigma\[1\]: .*>= 0\.0, got -0\.1"),
         (3, dict(oful_sigma=[0.5]), r"oful_sigma: expected a scalar or k = 3"),
+        (3, dict(oful_L=0.0), r"oful_L: .*> 0\.0, got 0\.0"),
+        (3, dict(oful_L=[1.0, -2.0, 1.0]), r"oful_L\[1\]: .*> 0\.0, got -2\.0"),
+        (3, dict(oful_L=[1.0, 1.0]), r"oful_L: expected a scalar or k = 3"),
         (3, dict(pgd_lr="fast"), r"pgd_lr: expected a number"),
         (0, {}, r"k: must be an integer >= 1 .*got 0"),
         (2.0, {}, r"k: must be an integer >= 1 .*got 2\.0"),
@@ -429,6 +435,7 @@ def test_agent_params_create_under_vmap():
         "beta_negative", "beta_inf", "beta_length", "pgd_lr_zero", "pgd_lr_vector",
         "trigger_ratio_1", "trigger_ratio_below_1", "trigger_ratio_nan", "trigger_ratio_vector",
         "oful_delta_0", "oful_delta_1", "oful_S_zero", "oful_sigma_negative", "oful_sigma_length",
+        "oful_L_zero", "oful_L_negative", "oful_L_length",
         "pgd_lr_string", "k_0", "k_float", "dtype_int",
     ],
 )

@@ -48,7 +48,9 @@ the masked features, which keeps the block structure.
 super-graph from round 1 (the conservative strategy of Corollary 5).
 
 Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12
-with ``d_i`` the number of KEPT features of criterion ``i``.
+with ``d_i`` the number of KEPT features of criterion ``i`` and, unless ``params.oful_L`` is set,
+``L_i^2 = d_i`` (the kept entries all lie in ``[0, 1]``:
+:func:`gsjax.problem.feature_norm_sq_bound`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from gsjax.algorithms.base import AgentSpec, BanditAlgorithm
 from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.algorithms.kernel import (Estimator, check_solver, exploration_radius, make_kernel,
                                      refresh_now)
-from gsjax.problem import Problem, Structure, all_features, feature_dim
+from gsjax.problem import Problem, Structure, all_features, feature_dim, feature_norm_sq_bound
 
 __all__ = [
     "REFINED_KINDS",
@@ -216,6 +218,10 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
         stats = linalg.RidgeStats(data_gram=data_gram, lam=st.lam, inv=inv, b=b, logdet=logdet)
         return stats, scope_keep
 
+    def radius(params, graph, t, dtype):
+        keep = feature_keep(kind, graph)  # d_i and L_i^2 of criterion i's kept features
+        return exploration_radius(spec, params, keep, feature_norm_sq_bound(sup, keep, dtype), t)
+
     def objective(stats, graph, beta, problem):
         prob = super_problem(structure, problem, graph)
         theta_hat = restricted_theta_hat(stats, prob.feat_mask)
@@ -223,9 +229,7 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
 
     return Estimator(
         init=init, observe=observe,
-        # d_i = the kept features of criterion i
-        radius=lambda params, problem, graph, t: exploration_radius(
-            spec, params, feature_keep(kind, graph), t),
+        radius=lambda params, problem, graph, t: radius(params, graph, t, problem.dtype),
         objective=objective,
         # async on the refined scopes
         union=lambda L, c, graph, problem: L.union(c, super_index(problem), graph, n),

@@ -47,6 +47,8 @@ class AgentParams(NamedTuple):
     oful_delta: jax.Array  # () OFUL confidence level
     oful_S: jax.Array  # () OFUL bound on ||theta*||
     oful_sigma: jax.Array  # (k,) OFUL sub-Gaussian noise scale
+    # (k,) OFUL bound L on ||phi_i(s)||; None: the feature map's (feature_norm_sq_bound)
+    oful_L: jax.Array | None = None
 
     @classmethod
     def create(
@@ -60,18 +62,20 @@ class AgentParams(NamedTuple):
         oful_delta=0.1,
         oful_S=1.0,
         oful_sigma=0.5,
+        oful_L=None,
         dtype=jnp.float32,
     ) -> AgentParams:
         """Checked params for ``k`` criteria; per-criterion fields broadcast from a scalar.
 
-        ``lambda_reg``, ``beta`` and ``oful_sigma`` are a scalar or ``k`` values; the others
-        are scalars; ``log_trigger = log(trigger_ratio)`` (computed in float64 for a concrete
+        ``lambda_reg``, ``beta``, ``oful_sigma`` and ``oful_L`` are a scalar or ``k`` values
+        (``oful_L = None``: the bound the problem's feature map implies); the others are
+        scalars; ``log_trigger = log(trigger_ratio)`` (computed in float64 for a concrete
         ratio, as :mod:`gsjax.experiment` does). The ranges are the config layer's
         (:mod:`gsjax.config`): every value finite, ``lambda_reg > 0``, ``beta >= 0``,
         ``pgd_lr > 0``, ``trigger_ratio > 1``, ``0 < oful_delta < 1``, ``oful_S > 0``,
-        ``oful_sigma >= 0``; ``k`` an integer ``>= 1``; ``dtype`` floating. A violation is a
-        ``ValueError`` naming the field. Traced values (``create`` called under ``vmap``/``jit``)
-        have their shapes checked, not their values.
+        ``oful_sigma >= 0``, ``oful_L > 0``; ``k`` an integer ``>= 1``; ``dtype`` floating. A
+        violation is a ``ValueError`` naming the field. Traced values (``create`` called under
+        ``vmap``/``jit``) have their shapes checked, not their values.
         """
         k = _check_k(k)
         check_float_dtype(dtype, f"{_WHERE}: dtype")
@@ -85,6 +89,7 @@ class AgentParams(NamedTuple):
             oful_delta=one(oful_delta, "oful_delta", gt=0.0, lt=1.0),
             oful_S=one(oful_S, "oful_S", gt=0.0),
             oful_sigma=per(oful_sigma, "oful_sigma", ge=0.0),
+            oful_L=None if oful_L is None else per(oful_L, "oful_L", gt=0.0),
         )
 
 

@@ -38,10 +38,18 @@ Kinds:
 Scalar hyperparameters: the joint estimator has ONE regulariser and ONE radius; it uses the
 largest of the per-criterion values of ``params.lambda_reg`` and ``params.beta`` (configs give a
 single value, so this is that value). ``beta_mode = "oful"``: the vector-valued self-normalised
-bound with ``d_eff`` real parameters and ``k`` rows of norm at most ``L = 1`` per round,
-``beta_t = sigma sqrt(d_eff log((1 + t k / lambda) / delta)) + sqrt(lambda) S`` with ``sigma`` the
-largest node noise scale (the node-wise radius of :mod:`gsjax.algorithms.kernel` with
-``t -> t k``, ``d_i -> d_eff``).
+bound with ``d_eff`` real parameters,
+``beta_t = sigma sqrt(d_eff log((1 + t L_J^2 / lambda) / delta)) + sqrt(lambda) S`` with ``sigma``
+the largest node noise scale and ``L_J^2 = sum_i L_i^2`` a bound on one round's
+``tr(Psi(s)^T Psi(s)) = ||Psi(s)||_F^2``: row ``i`` of ``Psi(s)`` holds node ``i``'s node-wise
+features ``psi_{C,i}`` (in the factors' blocks instead of its own slots), so its squared norm is
+at most node ``i``'s ``L_i^2`` (``params.oful_L_i^2`` when set, else
+``Environment.feature_norm_sq_bound``: ``sum_{C in i} d_C`` for linear features with orthogonal or
+identity mixing). The determinant-trace inequality gives ``log(det V_t / lambda^{d_eff}) <=
+d_eff log(1 + t L_J^2 / (lambda d_eff))``, below the ``d_eff log(1 + t L_J^2 / lambda)`` used here
+(the node-wise radius of :mod:`gsjax.algorithms.kernel` with ``t L_i^2 -> t L_J^2``,
+``d_i -> d_eff``). ``L_J^2 <= k max_i L_i^2``, equal when every node has the same bound (the
+clique of Figure 2: ``k D``).
 
 Both are :func:`gsjax.algorithms.kernel.make_kernel` with the joint estimator (:func:`joint`),
 one "criterion" for the schedules, so the first policy, the solvers, the tie rule and the
@@ -57,7 +65,8 @@ from gsjax import factor, lcb, linalg
 from gsjax.algorithms import schedules
 from gsjax.algorithms.base import AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.algorithms.decisions import HARD, Logic
-from gsjax.algorithms.kernel import Estimator, check_solver, make_kernel, refresh_now
+from gsjax.algorithms.kernel import (Estimator, check_solver, make_kernel, oful_norm_sq,
+                                     refresh_now)
 from gsjax.problem import Problem, Structure
 
 __all__ = ["KINDS", "UPDATE_METHOD", "joint", "make_joint", "make_lazy", "make_linucb",
@@ -69,14 +78,15 @@ _SCHEDULES = {"joint_lazy": schedules.doubling, "joint_linucb": schedules.every_
 UPDATE_METHOD = "sherman_morrison"  # measured faster than Woodbury on CPU (benchmarks/)
 
 
-def exploration_radius(spec: AgentSpec, params: AgentParams, problem: Problem, t) -> jax.Array:
+def exploration_radius(spec: AgentSpec, params: AgentParams, structure: Structure,
+                       problem: Problem, t) -> jax.Array:
     """() ``beta_t`` of the joint estimator after ``t`` rounds (see the module docstring)."""
     if spec.beta_mode == "constant":
         return jnp.max(params.beta)
     lam = jnp.max(params.lambda_reg)
     d_eff = jnp.sum(factor.joint_mask(problem)).astype(lam.dtype)
-    k = problem.theta.shape[0]
-    log_term = jnp.log((1.0 + t * k / lam) / params.oful_delta)
+    norm_sq = jnp.sum(oful_norm_sq(params, structure.env.feature_norm_sq_bound(structure, problem)))
+    log_term = jnp.log((1.0 + t * norm_sq / lam) / params.oful_delta)
     return jnp.max(params.oful_sigma) * jnp.sqrt(d_eff * log_term) + jnp.sqrt(lam) * params.oful_S
 
 
@@ -106,7 +116,8 @@ def joint(structure: Structure, spec: AgentSpec, method: str = UPDATE_METHOD) ->
 
     return Estimator(
         init=init, observe=observe,
-        radius=lambda params, problem, graph, t: exploration_radius(spec, params, problem, t),
+        radius=lambda params, problem, graph, t: exploration_radius(spec, params, structure,
+                                                                    problem, t),
         objective=objective,
         union=lambda L, c, graph, problem: L.true((n,)),  # one criterion: every coordinate
         to_nodes=lambda x: jnp.broadcast_to(x, (k,)),  # a joint update counts for every node

@@ -21,8 +21,10 @@ policy blended (soft). ``prepare`` is the cheap half (statistics, trigger, refer
 ``s0``, not counted as an update; the update of round ``t`` gives the policy of round ``t + 1``.
 
 Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12,
-``beta_{t,i} = sigma sqrt(d_i log((1 + t L^2 / lambda_i) / delta)) + sqrt(lambda_i) S`` with
-``L = 1`` and ``d_i`` the criterion's real feature count.
+``beta_{t,i} = sigma sqrt(d_i log((1 + t L_i^2 / lambda_i) / delta)) + sqrt(lambda_i) S`` with
+``d_i`` the criterion's real feature count and ``L_i`` a bound on ``||phi_i(s)||`` over the box:
+``params.oful_L`` when set, else the feature map's (``Environment.feature_norm_sq_bound``:
+``L_i^2 = d_i`` for linear and quadratic features, ``2`` for random Fourier features).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
 __all__ = ["Estimator", "make_kernel", "ridge", "solve_objective", "exploration_radius",
-           "refresh_now", "check_solver", "node_recipe", "NODE_KINDS"]
+           "oful_norm_sq", "refresh_now", "check_solver", "node_recipe", "NODE_KINDS"]
 
 NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
@@ -66,15 +68,22 @@ class Estimator(NamedTuple):
     to_nodes: Callable
 
 
-def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Array, t
-                       ) -> jax.Array:
+def oful_norm_sq(params: AgentParams, default: jax.Array) -> jax.Array:
+    """(k,) ``L_i^2`` of the OFUL radius: ``params.oful_L ** 2`` when set, else ``default``
+    (the feature map's bound, :func:`gsjax.problem.feature_norm_sq_bound`)."""
+    return default if params.oful_L is None else params.oful_L ** 2
+
+
+def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Array,
+                       norm_sq: jax.Array, t) -> jax.Array:
     """(k,) ``beta_{t,i}`` after ``t`` observations; ``d_i`` counts the True entries of
-    ``feat_mask`` (k, d) (the problem's real features, or a learned graph's kept ones)."""
+    ``feat_mask`` (k, d) (the problem's real features, or a learned graph's kept ones) and
+    ``norm_sq`` (k,) is the feature map's ``L_i^2`` for them (replaced by ``params.oful_L``)."""
     if spec.beta_mode == "constant":
         return params.beta
     d_i = jnp.sum(feat_mask, axis=-1).astype(params.lambda_reg.dtype)
     lam = params.lambda_reg
-    log_term = jnp.log((1.0 + t / lam) / params.oful_delta)
+    log_term = jnp.log((1.0 + t * oful_norm_sq(params, norm_sq) / lam) / params.oful_delta)
     return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
 
 
@@ -217,8 +226,9 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
 
     return Estimator(
         init=init, observe=observe,
-        radius=lambda params, problem, graph, t: exploration_radius(spec, params,
-                                                                    problem.feat_mask, t),
+        radius=lambda params, problem, graph, t: exploration_radius(
+            spec, params, problem.feat_mask,
+            structure.env.feature_norm_sq_bound(structure, problem), t),
         objective=objective,
         union=lambda L, c, graph, problem: L.union(c, problem.scopes, problem.scope_mask, n),
         to_nodes=lambda x: x,
