@@ -316,8 +316,8 @@ class FactorEnv(Environment):
         if self.spec.mixing != "scaled":
             return super().feature_norm_sq_bound(structure, problem)
         m2 = jnp.diagonal(problem.env_data.mix, axis1=-2, axis2=-1) ** 2  # (k, degree, d_C)
-        one = jnp.ones((1, 1), bool)  # a single real entry: e^2
-        return jnp.sum(m2, axis=(-2, -1)) * feature_norm_sq_bound(structure, one, m2.dtype)
+        e2 = feature_norm_sq_bound(structure, jnp.ones((1,), bool), m2.dtype)  # one entry's
+        return e2 * jnp.sum(m2, axis=(-2, -1))
 
     def joint_dim(self, structure) -> int:
         return self.spec.joint_dim

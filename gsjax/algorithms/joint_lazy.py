@@ -43,7 +43,7 @@ bound with ``d_eff`` real parameters,
 the largest node noise scale and ``L_J^2 = sum_i L_i^2`` a bound on one round's
 ``tr(Psi(s)^T Psi(s)) = ||Psi(s)||_F^2``: row ``i`` of ``Psi(s)`` holds node ``i``'s node-wise
 features ``psi_{C,i}`` (in the factors' blocks instead of its own slots), so its squared norm is
-at most node ``i``'s ``L_i^2`` (``params.oful_L_i^2`` when set, else
+at most node ``i``'s ``L_i^2`` (``params.oful_L[i] ** 2`` when set, else
 ``Environment.feature_norm_sq_bound``: ``sum_{C in i} d_C`` for linear features with orthogonal or
 identity mixing). The determinant-trace inequality gives ``log(det V_t / lambda^{d_eff}) <=
 d_eff log(1 + t L_J^2 / (lambda d_eff))``, below the ``d_eff log(1 + t L_J^2 / lambda)`` used here
