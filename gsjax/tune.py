@@ -215,23 +215,15 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                                  built.problem_per_seed, rc.block)
     base = ba.params
     k = built.structure.num_criteria
-    u0 = {}
-    if "beta" in names:
+    # One log-parameter per name: log beta (shared by the criteria), log lambda_reg_i, log log c.
+    field = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "log_trigger"}
+    u0 = {n: jnp.log(getattr(base, field[n])) for n in _BANDIT_PARAMS if n in names}
+    if "beta" in u0:
         u0["beta"] = jnp.log(jnp.asarray(entry.agent.beta, fdtype))
-    if "lambda_reg" in names:
-        u0["lambda_reg"] = jnp.log(base.lambda_reg)
-    if "trigger" in names:
-        u0["trigger"] = jnp.log(base.log_trigger)
 
     def to_params(u):
-        p = base
-        if "beta" in u:
-            p = p._replace(beta=jnp.broadcast_to(jnp.exp(u["beta"]), (k,)))
-        if "lambda_reg" in u:
-            p = p._replace(lambda_reg=jnp.exp(u["lambda_reg"]))
-        if "trigger" in u:
-            p = p._replace(log_trigger=jnp.exp(u["trigger"]))
-        return p
+        p = base._replace(**{field[n]: jnp.exp(v) for n, v in u.items()})
+        return p._replace(beta=jnp.broadcast_to(p.beta, (k,))) if "beta" in u else p
 
     def hard(b, seed_ids, us):
         """(G, S) the HARD run's regret (prediction + movement) at each point of ``us``, all in

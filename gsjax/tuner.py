@@ -219,10 +219,8 @@ class _Learner:
 
     def save(self, path, **extra) -> Path:
         """Write the learner to ``path`` atomically (versioned ``.npz``)."""
-        counters = {}
-        for name in self._counter_names:
-            value = getattr(self, name)
-            counters[name] = value.tolist() if isinstance(value, np.ndarray) else value
+        counters = {name: np.asarray(getattr(self, name)).tolist()
+                    for name in self._counter_names}
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
                 "config": self._to_dict(self.cfg), "algorithm": self.algorithm,
                 "seed": self.seed, **extra, "counters": counters}
