@@ -207,7 +207,8 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     t_build = time.perf_counter()
     built = experiment.build(cfg)
     held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=S)
-    ba, fdtype = built.algorithms[0], built.dtype
+    ba = built.algorithms[0]
+    fdtype = built.dtype
     root = jax.random.key(cfg.root_seed)
     keys = runner.seed_keys(root, jnp.arange(S))
     rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
