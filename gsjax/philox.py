@@ -1,0 +1,108 @@
+"""Counter-based normals: Philox-4x32-10 in ``jax.numpy``, so that XLA fuses it into a round.
+
+A draw is a pure function of ``(root, seed id, round, index)`` (DESIGN section 3): the 64-bit
+Philox key is ``(root, seed_id)`` and the 128-bit counter is ``(block, round, stream, 0)``, where
+``block`` numbers the 4-word outputs of one (seed, round, stream). No state is carried and no key
+is split, so a seed's numbers do not depend on the batch size, chunking, device count or resume
+point, and every argument broadcasts: a ``(S,)`` array of seed ids gives ``(..., S)`` draws with
+the seed axis last.
+
+Philox-4x32-10 is that of Salmon et al. (SC'11, the Random123 library): ten rounds of two 32x32
+-> 64-bit multiplications, the key bumped by the Weyl constants between rounds. Without 64-bit
+integers (``jax_enable_x64`` off) the high half of a product is assembled from 16-bit pieces;
+with them, from a ``uint64`` product; both give the same bits.
+
+Normals use the Box--Muller transform on pairs of uniforms in the open interval (0, 1): with
+``precision="float32"`` a uniform takes the top 24 bits of one word and a Philox block gives
+four normals; with ``"float64"`` (needs ``jax_enable_x64``) a uniform takes 53 bits of two words
+and a block gives two normals. The precision of the draw is a property of the stream, not of the
+consumer: cast the result, so that float32 and float64 runs of a seed see the same noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["MULTIPLIERS", "WEYL", "philox4x32", "uniforms", "normals"]
+
+MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
+WEYL = (0x9E3779B9, 0xBB67AE85)
+ROUNDS = 10
+_U32 = jnp.uint32
+_PER_BLOCK = {"float32": 4, "float64": 2}
+
+
+def _mulhilo(a: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+    """``(high, low)`` 32-bit halves of the 64-bit product of uint32 ``a`` and the constant ``m``."""
+    lo = a * _U32(m)
+    if jax.config.jax_enable_x64:
+        return (a.astype(jnp.uint64) * jnp.uint64(m) >> 32).astype(_U32), lo
+    a_lo, a_hi = a & _U32(0xFFFF), a >> 16
+    m_lo, m_hi = _U32(m & 0xFFFF), _U32(m >> 16)
+    ll, lh, hl = a_lo * m_lo, a_lo * m_hi, a_hi * m_lo
+    mid = (ll >> 16) + (lh & _U32(0xFFFF)) + (hl & _U32(0xFFFF))  # < 3 * 2^16: no overflow
+    return a_hi * m_hi + (lh >> 16) + (hl >> 16) + (mid >> 16), lo
+
+
+def philox4x32(counter, key, rounds: int = ROUNDS) -> tuple[jax.Array, ...]:
+    """Philox-4x32 on ``counter`` (4 uint32 arrays) and ``key`` (2): the 4 output words.
+
+    Arrays broadcast against each other; the words come back in Random123's order.
+    """
+    c0, c1, c2, c3 = (jnp.asarray(c, _U32) for c in counter)
+    k0, k1 = (jnp.asarray(k, _U32) for k in key)
+    for r in range(rounds):
+        if r:
+            k0, k1 = k0 + _U32(WEYL[0]), k1 + _U32(WEYL[1])
+        hi0, lo0 = _mulhilo(c0, MULTIPLIERS[0])
+        hi1, lo1 = _mulhilo(c2, MULTIPLIERS[1])
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
+
+
+def _blocks(root, seed_id, round_, stream, num_blocks: int) -> jax.Array:
+    """(4, num_blocks, *batch) uint32 words of blocks ``0 .. num_blocks-1``."""
+    root, seed_id, round_, stream = (jnp.asarray(x, _U32) for x in (root, seed_id, round_, stream))
+    batch = jnp.broadcast_shapes(root.shape, seed_id.shape, round_.shape, stream.shape)
+    block = jnp.arange(num_blocks, dtype=_U32).reshape((num_blocks,) + (1,) * len(batch))
+    words = philox4x32((block, round_, stream, _U32(0)), (root, seed_id))
+    return jnp.stack([jnp.broadcast_to(w, (num_blocks,) + batch) for w in words])
+
+
+def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
+    """``(num, *batch)`` uniforms in the open interval (0, 1), in ``precision``.
+
+    float32: ``((w >> 8) + 0.5) 2^-24`` of one word; float64: ``((a >> 5) 2^26 + (b >> 6) + 0.5)
+    2^-53`` of two (NumPy's 53-bit construction, shifted by half a step off zero).
+    """
+    if precision not in _PER_BLOCK:
+        raise ValueError(f"precision: expected one of {sorted(_PER_BLOCK)}, got {precision!r}")
+    if precision == "float64" and not jax.config.jax_enable_x64:
+        raise ValueError("precision: 'float64' draws need jax_enable_x64")
+    per_block = _PER_BLOCK[precision]
+    words = _blocks(root, seed_id, round_, stream, -(-num // per_block))
+    if precision == "float32":
+        u = ((words >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+    else:
+        hi = (words[0::2] >> 5).astype(jnp.float64)
+        lo = (words[1::2] >> 6).astype(jnp.float64)
+        u = (hi * 67108864.0 + lo + 0.5) * 2.0**-53
+    u = jnp.moveaxis(u, 0, 1)  # (blocks, per_block, *batch): index = per_block * block + j
+    return u.reshape((-1,) + u.shape[2:])[:num]
+
+
+def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
+    """``(num, *batch)`` standard normals of (root, seed id, round, stream), Box--Muller.
+
+    Normals ``2j`` and ``2j + 1`` come from uniforms ``2j`` and ``2j + 1`` (see
+    :func:`uniforms`): ``r cos(2 pi u2)`` and ``r sin(2 pi u2)`` with ``r = sqrt(-2 log u1)``.
+    """
+    pairs = -(-num // 2)
+    u = uniforms(root, seed_id, round_, 2 * pairs, stream, precision)
+    r = jnp.sqrt(-2.0 * jnp.log(u[0::2]))
+    angle = (2.0 * math.pi) * u[1::2]
+    z = jnp.stack([r * jnp.cos(angle), r * jnp.sin(angle)], axis=1)
+    return z.reshape((2 * pairs,) + z.shape[2:])[:num]
