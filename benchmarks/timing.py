@@ -16,19 +16,21 @@ def interleave(calls: dict, repeats: int, warmup: int = 1) -> dict:
     """Time each ``calls[name]()`` ``repeats`` times, alternating forwards and backwards.
 
     ``warmup`` untimed rounds of every call come first (caches, page faults). Returns
-    ``{name: {"wall": [...], "cpu": [...], "wall_median": s, "cpu_median": s, "result": last}}``.
+    ``{name: {"wall": [...], "cpu": [...], "results": [...], "wall_median": s,
+    "cpu_median": s}}`` (``results``: what each timed call returned).
     """
     names = list(calls)
-    out = {n: {"wall": [], "cpu": [], "result": None} for n in names}
+    out = {n: {"wall": [], "cpu": [], "results": []} for n in names}
     for _ in range(warmup):
         for n in names:
-            out[n]["result"] = calls[n]()
+            calls[n]()
     for rep in range(repeats):
         for n in names if rep % 2 == 0 else names[::-1]:
             w0, c0 = time.perf_counter(), time.process_time()
-            out[n]["result"] = calls[n]()
+            result = calls[n]()
             out[n]["wall"].append(time.perf_counter() - w0)
             out[n]["cpu"].append(time.process_time() - c0)
+            out[n]["results"].append(result)
     for n in names:
         out[n]["wall_median"] = statistics.median(out[n]["wall"])
         out[n]["cpu_median"] = statistics.median(out[n]["cpu"])
