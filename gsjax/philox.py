@@ -26,13 +26,13 @@ import math
 import jax
 import jax.numpy as jnp
 
-__all__ = ["MULTIPLIERS", "WEYL", "philox4x32", "uniforms", "normals"]
+__all__ = ["MULTIPLIERS", "PRECISIONS", "WEYL", "philox4x32", "uniforms", "normals"]
 
 MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
 WEYL = (0x9E3779B9, 0xBB67AE85)
 ROUNDS = 10
 _U32 = jnp.uint32
-_PER_BLOCK = {"float32": 4, "float64": 2}
+PRECISIONS = ("float32", "float64")
 
 
 def _mulhilo(a: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
@@ -62,35 +62,36 @@ def philox4x32(counter, key, rounds: int = ROUNDS) -> tuple[jax.Array, ...]:
     return c0, c1, c2, c3
 
 
-def _blocks(root, seed_id, round_, stream, num_blocks: int) -> jax.Array:
-    """(4, num_blocks, *batch) uint32 words of blocks ``0 .. num_blocks-1``."""
+def _words(root, seed_id, round_, stream, num: int) -> list[jax.Array]:
+    """Words ``0 .. num-1`` of (root, seed id, round, stream): word ``i`` is word ``i % 4`` of
+    block ``i // 4``. One array per word (not a block axis): XLA then evaluates each block once
+    inside the fused round, 4x faster on CPU than indexing a stacked block axis (measured)."""
     root, seed_id, round_, stream = (jnp.asarray(x, _U32) for x in (root, seed_id, round_, stream))
     batch = jnp.broadcast_shapes(root.shape, seed_id.shape, round_.shape, stream.shape)
-    block = jnp.arange(num_blocks, dtype=_U32).reshape((num_blocks,) + (1,) * len(batch))
-    words = philox4x32((block, round_, stream, _U32(0)), (root, seed_id))
-    return jnp.stack([jnp.broadcast_to(w, (num_blocks,) + batch) for w in words])
+    words = []
+    for block in range(-(-num // 4)):
+        words += philox4x32((_U32(block), round_, stream, _U32(0)), (root, seed_id))
+    return [jnp.broadcast_to(w, batch) for w in words[:num]]
 
 
 def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
     """``(num, *batch)`` uniforms in the open interval (0, 1), in ``precision``.
 
-    float32: ``((w >> 8) + 0.5) 2^-24`` of one word; float64: ``((a >> 5) 2^26 + (b >> 6) + 0.5)
-    2^-53`` of two (NumPy's 53-bit construction, shifted by half a step off zero).
+    float32: uniform ``i`` is ``((w_i >> 8) + 0.5) 2^-24`` of word ``i``; float64: it is
+    ``((a >> 5) 2^26 + (b >> 6) + 0.5) 2^-53`` of words ``a = w_2i``, ``b = w_2i+1`` (NumPy's
+    53-bit construction, shifted by half a step off zero).
     """
-    if precision not in _PER_BLOCK:
-        raise ValueError(f"precision: expected one of {sorted(_PER_BLOCK)}, got {precision!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
     if precision == "float64" and not jax.config.jax_enable_x64:
         raise ValueError("precision: 'float64' draws need jax_enable_x64")
-    per_block = _PER_BLOCK[precision]
-    words = _blocks(root, seed_id, round_, stream, -(-num // per_block))
     if precision == "float32":
-        u = ((words >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
-    else:
-        hi = (words[0::2] >> 5).astype(jnp.float64)
-        lo = (words[1::2] >> 6).astype(jnp.float64)
-        u = (hi * 67108864.0 + lo + 0.5) * 2.0**-53
-    u = jnp.moveaxis(u, 0, 1)  # (blocks, per_block, *batch): index = per_block * block + j
-    return u.reshape((-1,) + u.shape[2:])[:num]
+        words = _words(root, seed_id, round_, stream, num)
+        return jnp.stack([((w >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+                          for w in words])
+    words = _words(root, seed_id, round_, stream, 2 * num)
+    return jnp.stack([((a >> 5).astype(jnp.float64) * 67108864.0 + (b >> 6).astype(jnp.float64)
+                       + 0.5) * 2.0**-53 for a, b in zip(words[0::2], words[1::2])])
 
 
 def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
