@@ -39,6 +39,7 @@ jax.config.update("jax_enable_x64", False)
 
 import jax.numpy as jnp  # noqa: E402
 
+from benchmarks.kernels import round_kernels  # noqa: E402
 from benchmarks.timing import interleave, machine  # noqa: E402
 from gsjax import philox  # noqa: E402
 from gsjax.results import write_json  # noqa: E402
@@ -117,22 +118,29 @@ def measure(seeds: int, rounds: int, repeats: int) -> dict:
     """Compile every option, then time them interleaved; rows of medians."""
     if rounds % BLOCK:
         raise ValueError(f"rounds: must be a multiple of {BLOCK}, got {rounds}")
-    calls, compile_s = {}, {}
+    calls, compile_s, kernels = {}, {}, {}
     for name, (build, partitionable) in OPTIONS.items():
         fn, args = build(seeds, rounds)
         with jax.threefry_partitionable(partitionable):
             t0 = time.perf_counter()
             compiled = jax.jit(fn).lower(*args).compile()
             compile_s[name] = time.perf_counter() - t0
+        hlo = compiled.as_text()
+        try:
+            kernels[name] = round_kernels(hlo, rounds)["kernels"]
+        except ValueError:  # the block option: a loop over blocks of BLOCK rounds
+            kernels[name] = round_kernels(hlo, rounds // BLOCK)["kernels"] / BLOCK
         calls[name] = (lambda c, a: lambda: jax.block_until_ready(c(*a)))(compiled, args)
     timed = interleave(calls, repeats)
     sr = seeds * rounds
     floor = timed["no noise (the scan alone)"]["wall_median"]
+    cpu_floor = timed["no noise (the scan alone)"]["cpu_median"]
     return [dict(option=n, compile_seconds=compile_s[n], wall_seconds=t["wall_median"],
                  cpu_seconds=t["cpu_median"], ns_per_seed_round=1e9 * t["wall_median"] / sr,
                  cpu_ns_per_seed_round=1e9 * t["cpu_median"] / sr,
                  net_ns_per_seed_round=1e9 * (t["wall_median"] - floor) / sr,
-                 walls=t["wall"])
+                 net_cpu_ns_per_seed_round=1e9 * (t["cpu_median"] - cpu_floor) / sr,
+                 kernels_per_round=kernels[n], walls=t["wall"], cpus=t["cpu"])
             for n, t in timed.items()]
 
 
@@ -144,17 +152,19 @@ def markdown(res: dict) -> str:
         f"{m['start']['time']}, load average {m['start']['loadavg']} -> {m['end']['loadavg']}, "
         f"{m['start']['cpu_count']} cores).",
         "",
-        "| option | wall ns / seed-round | CPU ns / seed-round | net of the floor | "
-        "vs gsjax today | compile s |",
-        "|---|---|---|---|---|---|",
+        "| option | wall ns / seed-round | CPU ns / seed-round | net of the floor (wall, CPU) | "
+        "**vs gsjax today (CPU)** | vs gsjax today (wall) | kernels per round | compile s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    base = res["rows"][0]["net_ns_per_seed_round"]
+    base = res["rows"][0]
     for r in res["rows"]:
-        speed = base / r["net_ns_per_seed_round"] if r["net_ns_per_seed_round"] > 0 else None
+        ratio = lambda key: (f"{base[key] / r[key]:.2f}x" if r[key] > 0  # noqa: E731
+                             else "–")
         lines.append(
             f"| {r['option']} | {r['ns_per_seed_round']:.0f} | {r['cpu_ns_per_seed_round']:.0f} | "
-            f"{r['net_ns_per_seed_round']:.0f} | {'–' if speed is None else f'{speed:.2f}x'} | "
-            f"{r['compile_seconds']:.2f} |")
+            f"{r['net_ns_per_seed_round']:.0f}, {r['net_cpu_ns_per_seed_round']:.0f} | "
+            f"**{ratio('net_cpu_ns_per_seed_round')}** | {ratio('net_ns_per_seed_round')} | "
+            f"{r['kernels_per_round']:g} | {r['compile_seconds']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
