@@ -134,8 +134,8 @@ def measure(workload: dict, kind: str, seeds: int, horizon: int) -> dict:
 
 def markdown(res: dict) -> str:
     m = res["meta"]
-    lines = [f"Command: `{m['command']}` ({m['workload']}, S = {m['seeds']}, float32, "
-             f"{m['time']}).", "",
+    lines = [f"Command: `{m['command']}`{m.get('note', '')} ({m['workload']}, S = {m['seeds']}, "
+             f"float32, {m['time']}).", "",
              "| algorithm | kernels per round | of which in nested loops | fusions | copies | "
              "most frequent ops | kernels, whole program |",
              "|---|---|---|---|---|---|---|"]

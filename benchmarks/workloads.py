@@ -41,8 +41,9 @@ def section7_2():
         name="section7_2", scopes=scopes, structure=structure, problem=problem,
         algorithms=("lazy", "linucb", "async_lazy"), lambda_reg=lambda_reg, beta=0.5, sigma=0.5,
         spec=dict(solver="vertex"), move_cost=1.0,
-        description="10 cliques x d=2, linear, vertex solver, lambda_reg of configs/section7_2.toml,"
-                    " constant beta 0.5, sigma 0.5, theta* ~ N(0,1) drawn once",
+        description="10 cliques x d=2, linear, vertex solver, lambda_reg of "
+                    "configs/section7_2.toml, constant beta 0.5, sigma 0.5, theta* ~ N(0,1) "
+                    "drawn once",
     )
 
 
