@@ -125,11 +125,10 @@ def measure(seeds: int, rounds: int, repeats: int) -> dict:
             t0 = time.perf_counter()
             compiled = jax.jit(fn).lower(*args).compile()
             compile_s[name] = time.perf_counter() - t0
-        hlo = compiled.as_text()
-        try:
-            kernels[name] = round_kernels(hlo, rounds)["kernels"]
-        except ValueError:  # the block option: a loop over blocks of BLOCK rounds
-            kernels[name] = round_kernels(hlo, rounds // BLOCK)["kernels"] / BLOCK
+        # Per round: the whole program's kernels over the rounds (the block option's draw is
+        # in the loop over blocks, its rounds in an inner loop).
+        kernels[name] = round_kernels(compiled.as_text(), rounds // BLOCK if build is _block
+                                      else rounds)["whole_program"] / rounds
         calls[name] = (lambda c, a: lambda: jax.block_until_ready(c(*a)))(compiled, args)
     timed = interleave(calls, repeats)
     sr = seeds * rounds
@@ -164,7 +163,17 @@ def markdown(res: dict) -> str:
             f"| {r['option']} | {r['ns_per_seed_round']:.0f} | {r['cpu_ns_per_seed_round']:.0f} | "
             f"{r['net_ns_per_seed_round']:.0f}, {r['net_cpu_ns_per_seed_round']:.0f} | "
             f"**{ratio('net_cpu_ns_per_seed_round')}** | {ratio('net_ns_per_seed_round')} | "
-            f"{r['kernels_per_round']:g} | {r['compile_seconds']:.2f} |")
+            f"{r['kernels_per_round']:.1f} | {r['compile_seconds']:.2f} |")
+    lines += [
+        "",
+        "Philox is `gsjax/philox.py` (Philox-4x32-10 in `jax.numpy`, key (root, global seed id),"
+        " counter (block, round, stream, 0), inverse-CDF float32 normals); `tests/test_philox.py`"
+        " checks its words bit for bit against NumPy's `Philox` (through a width-generic "
+        "reference: NumPy's is Philox-4x64) and Random123's known answers, and its normals by "
+        "moments and a KS test. gsjax's runner does not use it yet. `kernels per round`: the "
+        "compiled program's kernels over the rounds (`benchmarks/kernels.py`'s count). Under "
+        "load the CPU ratio is the steadier one.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -238,7 +239,9 @@ def results_markdown(res) -> str:
         f"{m['platform']}; load average {m['start']['loadavg']} at start, "
         f"{m.get('end', {}).get('loadavg', '(running)')} at end (the machine is shared). "
         f"jax {m['jax_version']}, numpy {m['numpy_version']}; gsjax float32, NumPy float64. "
-        f"Total time {m.get('total_seconds', 0):.0f} s.",
+        f"Total time {m.get('total_seconds', 0):.0f} s"
+        + (f" ({m['cpu_seconds']:.0f} CPU-seconds, the `gsjax run` subprocess included)."
+           if "cpu_seconds" in m else "."),
         "",
     ]
     for name, desc in m["workloads"].items():
@@ -266,6 +269,15 @@ def results_markdown(res) -> str:
             f"**{_fmt(r['vs_strong_wall'])}** | {_fmt(r['vs_strong_cpu'])} | {r['repeats']} | "
             f"{r['rounds'] if r['rounds'] < r['horizon'] else ''} | "
             f"{_fmt(r['reoptimisations'])} | {comp} | {_fmt(r['memory_mb'])} |")
+    lines += [
+        "",
+        "Reading it: on a shared machine the wall rates swing from one repetition to the next "
+        "(other sessions' load falls on whichever call is running); the CPU rates (process CPU "
+        "time, every thread) are the steadier comparison. The NumPy baselines run on one "
+        "thread. `re-opt / seed`: mean re-optimisations per seed over the rounds run (NumPy "
+        "draws its own noise, so these agree in distribution; with the same noise they agree "
+        "exactly, `tests/test_baselines.py`).",
+    ]
     lines += _targets_markdown(res)
     cli = res.get("cli")
     if cli:
@@ -424,6 +436,8 @@ def main(argv=None) -> int:
             res["cli"] = run_cli(*first)
     meta["end"] = machine()
     meta["total_seconds"] = time.perf_counter() - t_begin
+    meta["cpu_seconds"] = time.process_time() + resource.getrusage(
+        resource.RUSAGE_CHILDREN).ru_utime
     write_json(out_path, res)
     write_text(md_path, results_markdown(res) + _extra_markdown(out_path.parent))
     print(f"wrote {out_path} and {md_path} in {meta['total_seconds']:.0f} s")
