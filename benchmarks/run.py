@@ -142,8 +142,9 @@ def contenders(w, kind, seeds, horizon, cfg):
             out = fn(**args, horizon=horizon, seeds=n, rng=np.random.default_rng(next(rngs)),
                      max_seconds=budget, min_rounds=cfg["min_rounds"])
             rounds = out.get("rounds_run", min(out["seed_rounds"], horizon))
-            return out["seed_rounds"], out["seconds"], float(np.mean(out["reoptimisations"])), \
-                rounds
+            touched = -(-out["seed_rounds"] // rounds)  # the loop's seeds run, the last in part
+            return out["seed_rounds"], out["seconds"], \
+                float(np.sum(out["reoptimisations"]) / touched), rounds
         return call
 
     calls = {"gsjax": gsjax_call, "gsjax sweep": sweep_call}
@@ -359,6 +360,10 @@ def _extra_markdown(folder: Path) -> str:
         d = json.loads(files["variants"].read_text())
         parts += ["", "## Variants: noise draws and small-matrix layouts", "",
                   variants.markdown(d["meta"], d["rows"])]
+    missing = [f"`benchmarks/{n}.py`" for n, f in files.items() if not f.is_file()]
+    if missing:
+        parts += ["", f"({' and '.join(missing)} add their sections here when their results "
+                  f"are in `{folder.name}/`; absent from this run.)"]
     return "\n".join(parts)
 
 
