@@ -243,19 +243,24 @@ class _Record:
             return data  # built in Python (a constructor, dataclasses.replace)
         if not isinstance(data, dict):
             _fail((), f"expected a table, got {_describe(data)}")
-        fields = dataclasses.fields(cls)
-        names = [f.name for f in fields]
+        names, required = cls._table(data)
         for key in data:
             if key in cls._misplaced and (key in cls._refused or key not in names):
                 _fail(str(key), cls._misplaced[key])
             if key not in names:
                 _fail(str(key), f"unknown key {str(key)!r}; allowed keys: "
                                 f"{', '.join(cls._keys or names)}")
-        for f in fields:
-            if f.name not in data and f.default is f.default_factory is dataclasses.MISSING:
-                why = cls._why.format_map(data)
-                _fail(f.name, f"required{' ' + why if why else ''} but missing")
+        for name in (name for name in required if name not in data):
+            why = cls._why.format_map(data)
+            _fail(name, f"required{' ' + why if why else ''} but missing")
         return data
+
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        """The keys ``data`` may set and those it must set: the fields, those without default."""
+        fields = dataclasses.fields(cls)
+        return [f.name for f in fields], [f.name for f in fields if f.default is f.default_factory
+                                          is dataclasses.MISSING]
 
     @model_validator(mode="after")
     def _after(self):
@@ -430,77 +435,65 @@ class ScopesProblem(ProblemConfig):
         object.__setattr__(self, "num_coords", top + 1 if n is None else n)
 
 
+_GRAPH_KEYS = {"edges": ("edges",), "grid": ("grid_shape",), "random": ("max_degree", "num_edges")}
+
+
 @record
 class GraphProblem(ProblemConfig):
-    """``structure = 'graph'``, the criteria are its nodes: ``graph = 'chain'`` or
-    ``'complete'`` here, ``'edges'``, ``'grid'``, ``'random'`` in the subclasses."""
+    """``structure = 'graph'``, the criteria are its nodes, joined by ``graph = 'chain'``,
+    ``'complete'``, ``'edges'`` (explicit ``(i, j)`` pairs), ``'grid'`` (``num_nodes`` resolves
+    to rows*cols) or ``'random'`` (``num_edges`` random edges, degrees at most ``max_degree``).
+    Each kind sets only its own keys (:data:`EdgesGraph` etc. are other names of this record)."""
 
     structure: Literal["graph"] = "graph"
-    graph: Literal["chain", "complete"]
-    num_nodes: Int(1)
+    graph: Literal[_GRAPH_KINDS]
+    num_nodes: Int(1) | None = None  # required except for 'grid'
     graph_seed: Int(0) = 0
+    edges: tuple[tuple[Int(), ...], ...] | None = None
+    grid_shape: tuple[Int(1), ...] | None = None  # [rows, cols]
+    max_degree: Int(1) | None = None
+    num_edges: Int(0) | None = None
     _why = "for problem.graph = {graph!r}"
+
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        names, required = super()._table(data)
+        own = _GRAPH_KEYS.get(data.get("graph"), ())
+        names = [k for k in names if k in own or not any(k in v for v in _GRAPH_KEYS.values())]
+        need = (*own, *("num_nodes",) * (data.get("graph") != "grid"), *required)
+        return names, [k for k in names if k in need]
 
     @property
     def sizes(self) -> tuple[int, int]:
         return self.num_nodes, self.num_nodes
 
-
-@record
-class EdgesGraph(GraphProblem):
-    """``graph = 'edges'``: explicit ``(i, j)`` pairs."""
-
-    graph: Literal["edges"]
-    edges: tuple[tuple[Int(), ...], ...]
-
     def _structure(self) -> None:
+        n = self.num_nodes
+        if self.graph == "grid":
+            if len(self.grid_shape) != 2:
+                _fail("grid_shape", f"must be [rows, cols], got {len(self.grid_shape)} entries")
+            if n not in (None, nodes := math.prod(self.grid_shape)):
+                _fail("num_nodes", f"must be absent or equal rows*cols = {nodes} for "
+                                   f"problem.graph = 'grid', got {n}")
+            object.__setattr__(self, "num_nodes", nodes)
         seen: set[frozenset] = set()
-        for i, edge in enumerate(self.edges):
+        for i, edge in enumerate(self.edges or ()):
             if len(edge) != 2:
                 _fail(("edges", i), f"must be a pair [i, j] of node indices, got {list(edge)}")
-            if (node := next((v for v in edge if not 0 <= v < self.num_nodes), None)) is not None:
-                _fail(("edges", i), f"node index {node} out of range [0, {self.num_nodes})")
+            if (node := next((v for v in edge if not 0 <= v < n), None)) is not None:
+                _fail(("edges", i), f"node index {node} out of range [0, {n})")
             if edge[0] == edge[1]:
                 _fail(("edges", i), f"self-loop {list(edge)} not allowed (i == j)")
             if frozenset(edge) in seen:
                 _fail(("edges", i), f"duplicate edge {list(edge)}")
             seen.add(frozenset(edge))
-
-
-@record
-class GridGraph(GraphProblem):
-    """``graph = 'grid'``: ``grid_shape = [rows, cols]``; ``num_nodes`` resolves to rows*cols."""
-
-    graph: Literal["grid"]
-    num_nodes: Int(1) | None = None
-    grid_shape: tuple[Int(1), ...]
-
-    @property
-    def sizes(self) -> tuple[int, int]:
-        return (math.prod(self.grid_shape),) * 2
-
-    def _structure(self) -> None:
-        if len(self.grid_shape) != 2:
-            _fail("grid_shape", f"must be [rows, cols], got {len(self.grid_shape)} entries")
-        if self.num_nodes not in (None, nodes := math.prod(self.grid_shape)):
-            _fail("num_nodes", f"must be absent or equal rows*cols = {nodes} for "
-                               f"problem.graph = 'grid', got {self.num_nodes}")
-        object.__setattr__(self, "num_nodes", nodes)
-
-
-@record
-class RandomGraph(GraphProblem):
-    """``graph = 'random'``: ``num_edges`` random edges, degrees at most ``max_degree``."""
-
-    graph: Literal["random"]
-    max_degree: Int(1)
-    num_edges: Int(0)
-
-    def _structure(self) -> None:
-        n = self.num_nodes
-        if self.num_edges > (bound := min(n * self.max_degree // 2, n * (n - 1) // 2)):
+        if self.graph == "random" and self.num_edges > (
+                bound := min(n * self.max_degree // 2, n * (n - 1) // 2)):
             _fail("num_edges", "must be <= min(num_nodes*max_degree//2, "
                                f"num_nodes*(num_nodes-1)//2) = {bound}, got {self.num_edges}")
+
+
+EdgesGraph = GridGraph = RandomGraph = GraphProblem
 
 
 @record
@@ -640,8 +633,7 @@ class _BadProblem:
 
 
 _VARIANTS = {"blocks": BlocksProblem, "dims": UnequalBlocksProblem, "scopes": ScopesProblem,
-             "chain": GraphProblem, "complete": GraphProblem, "edges": EdgesGraph,
-             "grid": GridGraph, "random": RandomGraph, "adult": AdultProblem,
+             **dict.fromkeys(_GRAPH_KINDS, GraphProblem), "adult": AdultProblem,
              "factor": FactorProblem, "bad": _BadProblem}
 _PROBLEM_FIELDS = {f.name for v in _VARIANTS.values() for f in dataclasses.fields(v)}
 
