@@ -165,14 +165,14 @@ def _dotted(loc: Sequence) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _validate(adapter: TypeAdapter, data: Any, path=_dotted, at: tuple = ()):
+def _validate(adapter: Any, data: Any, path=_dotted, at: tuple | None = None):
     """``adapter.validate_python(data)``, its first error a :class:`ConfigError` at
     ``path(loc)`` (or, with ``at``, an :class:`_Invalid` at ``at + loc`` inside a validator)."""
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
         loc, message = _first_error(exc)
-        if at:
+        if at is not None:
             raise _Invalid(at + loc, message) from None
         raise ConfigError(path(loc) or "<root>", message) from None
 
@@ -379,30 +379,32 @@ class ProblemConfig(_Record):
 
 @record
 class BlocksProblem(ProblemConfig):
-    """``structure = 'blocks'``: ``num_blocks`` blocks of ``block_dim`` coordinates."""
+    """``structure = 'blocks'``: ``num_blocks`` blocks of ``block_dim`` coordinates, or with
+    ``block_dims`` consecutive blocks of these sizes (:data:`UnequalBlocksProblem` is another
+    name of this record)."""
 
     structure: Literal["blocks"] = "blocks"
-    num_blocks: Int(1)
-    block_dim: Int(1)
+    num_blocks: Int(1) | None = None
+    block_dim: Int(1) | None = None
+    block_dims: Annotated[tuple[Int(1), ...], _NONEMPTY] | None = None
     _why = "for problem.structure = 'blocks'"
-
-    @property
-    def sizes(self) -> tuple[int, int]:
-        return self.num_blocks, self.num_blocks * self.block_dim
-
-
-@record
-class UnequalBlocksProblem(ProblemConfig):
-    """``structure = 'blocks'`` with ``block_dims``: consecutive blocks of these sizes."""
-
-    structure: Literal["blocks"] = "blocks"
-    block_dims: Annotated[tuple[Int(1), ...], _NONEMPTY]
     _misplaced = {**_HOME, **dict.fromkeys(("num_blocks", "block_dim"), (
         "not allowed with problem.block_dims (the blocks' sizes are given there)"))}
 
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        own = ("block_dims",) if "block_dims" in data else ("num_blocks", "block_dim")
+        names = [k for k in super()._table(data)[0] if k in own or k not in _HOME]
+        return names, [k for k in names if k in own]
+
     @property
     def sizes(self) -> tuple[int, int]:
-        return len(self.block_dims), sum(self.block_dims)
+        if self.block_dims is not None:
+            return len(self.block_dims), sum(self.block_dims)
+        return self.num_blocks, self.num_blocks * self.block_dim
+
+
+UnequalBlocksProblem = BlocksProblem
 
 
 @record
@@ -614,42 +616,32 @@ class FactorProblem(ProblemConfig):
                                               f"got {len(row)} values")
 
 
-@record
-class _BadProblem:
-    """The ``[problem]`` tables no variant takes: says why."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _explain(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            _fail((), f"expected a table, got {_describe(data)}")
-        if (env := data.get("environment", "linear")) not in _ENVIRONMENTS:
-            _fail("environment", _one_of(_ENVIRONMENTS, env))
-        if data.get("structure") not in _STRUCTURES:
-            _fail("structure", _one_of(_STRUCTURES, data["structure"]) if "structure" in data
-                  else "required but missing")
-        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]) if "graph" in data
-              else "required for problem.structure = 'graph' but missing")
-
-
-_VARIANTS = {"blocks": BlocksProblem, "dims": UnequalBlocksProblem, "scopes": ScopesProblem,
-             **dict.fromkeys(_GRAPH_KINDS, GraphProblem), "adult": AdultProblem,
-             "factor": FactorProblem, "bad": _BadProblem}
+_VARIANTS = {"blocks": BlocksProblem, "scopes": ScopesProblem, "graph": GraphProblem,
+             "adult": AdultProblem, "factor": FactorProblem}
 _PROBLEM_FIELDS = {f.name for v in _VARIANTS.values() for f in dataclasses.fields(v)}
 
 
-def _problem_tag(v: Any) -> str:
-    env, structure, graph = (_get(v, key) for key in ("environment", "structure", "graph"))
-    tag = env if env in ("adult", "factor") else "bad"
-    if env in (None, "linear") and isinstance(v, (dict, ProblemConfig)):
-        tag = {"blocks": "dims" if _get(v, "block_dims") is not None else "blocks",
-               "scopes": "scopes", "graph": graph if isinstance(graph, str) else "bad",
-               }.get(structure if isinstance(structure, str) else "", "bad")
-    return f"~{tag if tag in _VARIANTS else 'bad'}"
+def _problem(data: Any) -> ProblemConfig:
+    """``[problem]`` as the record its ``environment`` (else ``structure``) selects, or why
+    none does; records built in Python pass as they are."""
+    if isinstance(data, ProblemConfig):
+        return data
+    if not isinstance(data, dict):
+        _fail((), f"expected a table, got {_describe(data)}")
+    env, structure = data.get("environment", "linear"), data.get("structure")
+    if env not in _ENVIRONMENTS:
+        _fail("environment", _one_of(_ENVIRONMENTS, env))
+    if env == "linear" and structure not in _STRUCTURES:
+        _fail("structure", _one_of(_STRUCTURES, structure) if "structure" in data
+              else "required but missing")
+    if env == "linear" and structure == "graph" and data.get("graph") not in _GRAPH_KINDS:
+        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]) if "graph" in data
+              else "required for problem.structure = 'graph' but missing")
+    cls = _VARIANTS[structure if env == "linear" else env]
+    return _validate(cls.__pydantic_validator__, data, at=())
 
 
-Problem = Annotated[Union[tuple(Annotated[cls, Tag(f"~{tag}")] for tag, cls in _VARIANTS.items())],
-                    Discriminator(_problem_tag)]
+Problem = Annotated[ProblemConfig, BeforeValidator(_problem)]
 _PROBLEM = TypeAdapter(Problem)
 
 
