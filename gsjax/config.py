@@ -73,7 +73,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Mapping, NamedTuple, Sequence, Union
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Discriminator, Field, Strict
-from pydantic import Tag, TypeAdapter, ValidationError, model_validator
+from pydantic import Tag, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 from pydantic_core import ArgsKwargs
 
@@ -106,9 +107,6 @@ class ConfigError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
     def __reduce__(self):  # keep picklable despite the two-argument __init__
         return (type(self), (self.field, self.message))
@@ -211,11 +209,6 @@ def record(cls=None, *, kw_only: bool = True):
     """A frozen, hashable pydantic dataclass (with :class:`_Record`'s checks if it is one)."""
     wrap = _pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=kw_only)
     return wrap if cls is None else wrap(cls)
-
-
-def _get(value: Any, key: str, default: Any = None) -> Any:
-    """A raw table's ``value[key]`` or a record's attribute (discriminators see both)."""
-    return value.get(key, default) if isinstance(value, dict) else getattr(value, key, default)
 
 
 def _length(value: Any, length: int, desc: str, loc: Any) -> None:
@@ -710,22 +703,19 @@ _AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
 
 @record(kw_only=False)
 class AlgorithmEntry(_Record):
-    """One ``[algorithms.NAME]`` table: ``agent`` is ``[agent]`` merged with its overrides."""
+    """One ``[algorithms.NAME]`` table: ``agent`` is ``[agent]`` merged with its overrides (an
+    :class:`AdaptiveAgentConfig` for ``'adaptive_lazy'``)."""
 
     name: str  # the table key
     algorithm: str  # from ALGORITHM_NAMES
     agent: AgentConfig
 
-
-@record(kw_only=False)
-class _AdaptiveEntry(AlgorithmEntry):
-    agent: AdaptiveAgentConfig
-
-
-Entry = Annotated[
-    Union[Annotated[AlgorithmEntry, Tag("~plain")], Annotated[_AdaptiveEntry, Tag("~adaptive")]],
-    Discriminator(lambda v: "~adaptive" if _get(v, "algorithm") == "adaptive_lazy" else "~plain"),
-]
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _adaptive(cls, agent: Any, info: ValidationInfo) -> Any:
+        if info.data.get("algorithm") != "adaptive_lazy" or isinstance(agent, AgentConfig):
+            return agent
+        return _validate(AdaptiveAgentConfig.__pydantic_validator__, agent, at=())
 
 
 def _entry_tables(raw: Mapping, known: Any, keys: Sequence[str], what: str = "algorithm"):
@@ -814,7 +804,7 @@ class ExperimentConfig(_Record):
     record_every: Int(1) = 1  # parse_config's default: default_record_every(horizon)
     problem: Problem
     agent: AgentConfig = AgentConfig()
-    algorithms: tuple[Entry, ...] = ()
+    algorithms: tuple[AlgorithmEntry, ...] = ()
     paper_json: str = "{}"
     grid: Annotated[tuple[tuple[str, tuple[float, ...]], ...], BeforeValidator(_grid_axes)] = ()
     relaxed: RelaxedConfig | None = None
