@@ -1,14 +1,12 @@
 """Experiment configuration schema for ``gsjax``.
 
-Experiment configs are TOML files parsed with the standard-library :mod:`tomllib` and validated
-into frozen, hashable records, declared below as pydantic dataclasses (strict types, closed key
-sets, ``Field`` bounds; the fields' comments document them). The variants of a table are tagged
-unions: a problem is a :class:`BlocksProblem`, :class:`UnequalBlocksProblem`,
-:class:`ScopesProblem`, :class:`GraphProblem` (or its :class:`EdgesGraph`, :class:`GridGraph`,
-:class:`RandomGraph`), :class:`AdultProblem` or :class:`FactorProblem`, selected by its keys.
-Every problem raises :class:`ConfigError`, whose ``field`` attribute is the dotted path of the
-offending entry (``'agent.lambda_reg'``, ``'problem.edges[3]'``, ``'algorithms.lazy.reference'``)
-and whose one-line message says what is allowed.
+TOML files, read with :mod:`tomllib`, are validated into frozen, hashable pydantic dataclasses
+(strict types, closed key sets, ``Field`` bounds; the field comments document them).
+``[problem]`` becomes the record its keys select: :class:`BlocksProblem`, :class:`ScopesProblem`,
+:class:`GraphProblem`, :class:`AdultProblem` or :class:`FactorProblem`. Every problem raises
+:class:`ConfigError`: its ``field`` is the dotted path of the offending entry
+(``'agent.lambda_reg'``, ``'problem.edges[3]'``, ``'algorithms.lazy.reference'``), its one-line
+message says what is allowed.
 
 TOML layout (defaults in parentheses)::
 
@@ -276,7 +274,7 @@ def _dict(obj: Any) -> Any:
     return [_dict(v) for v in obj] if isinstance(obj, tuple) else obj
 
 
-# --- The problem: one record per variant --------------------------------------------------
+# --- The problem: one record per structure or environment ----------------------------------
 
 _STRUCTURES = ("blocks", "graph", "scopes")
 _GRAPH_KINDS = ("edges", "chain", "grid", "random", "complete")
@@ -572,7 +570,8 @@ class FactorConfig(_Record):
                     _fail(("factors", c, key), f"duplicate index in {list(idx)}")
         covered = {i for spec in self.factors or () for i in spec.nodes}
         if self.factors and (missing := [i for i in range(self.num_nodes) if i not in covered]):
-            _fail("factors", f"node {missing[0]} belongs to no factor; every node needs at least one")
+            _fail("factors", f"node {missing[0]} belongs to no factor; every node needs at "
+                             "least one")
 
 
 @record

@@ -188,7 +188,8 @@ def _budgets(table: dict, path: tuple, k: int, per_component: bool):
     """``(kind, points)`` of a table's ``budget_exponents`` or ``budgets``; ``None`` if neither."""
     given = [key for key in _KEYS if key in table]
     if len(given) == 2:
-        raise ConfigError(".".join((*path, "budgets")), "give budget_exponents or budgets, not both")
+        raise ConfigError(".".join((*path, "budgets")),
+                          "give budget_exponents or budgets, not both")
     if not given:
         return None
     key = given[0]
@@ -230,7 +231,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
             got = _budgets(table, path, k, algorithm == "componentwise_lazy_ogd") or default
             if got is None:
                 raise ConfigError(f"algorithms.{name}.budget_exponents", "a lazy algorithm needs "
-                                  "budgets: set budget_exponents or budgets here or at the top level")
+                                  "budgets: set budget_exponents or budgets here or at the top "
+                                  "level")
             if got is default and algorithm == "lazy_ogd" and any(isinstance(b, tuple)
                                                                   for b in got[1]):
                 raise ConfigError(_KEYS[got[0] != "exponent"], "per-component budget points "
