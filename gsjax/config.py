@@ -843,9 +843,6 @@ class ExperimentConfig(_Record):
             _fail(("relaxed", "block"), f"must divide horizon ({self.horizon}); got {block}")
 
 
-_EXPERIMENT = TypeAdapter(ExperimentConfig)
-
-
 # --- Public API ---------------------------------------------------------------------------
 
 
@@ -927,7 +924,7 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
     tables = list(_entry_tables(data, ALGORITHM_NAMES, keys))
     data["algorithms"] = [{"name": name, "algorithm": algorithm, "agent": {**shared, **table}}
                           for name, algorithm, table in tables]
-    return _validate(_EXPERIMENT, data, _toml_path(tables))
+    return _validate(ExperimentConfig.__pydantic_validator__, data, _toml_path(tables))
 
 
 MAX_RECORDS = 1000

@@ -164,7 +164,6 @@ class OCOConfig(_Record):
             object.__setattr__(self, "move_costs", (self.move_cost,))
 
 
-_OCO = TypeAdapter(OCOConfig)
 _POINTS = {kind: TypeAdapter(list[Floats(**bounds)]) for kind, bounds in
            (("exponent", dict(gt=0.0, le=1.0)), ("absolute", dict(gt=0.0)))}
 _KEYS = ("budget_exponents", "budgets")
@@ -246,8 +245,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
     horizon = data.pop("horizon", 1000)
     data.update(problem=problem, algorithms=entries,
                 horizons=horizon if isinstance(horizon, (list, tuple)) else [horizon])
-    return _validate(_OCO, data, _toml_path(tables, {"paper_json": "paper",
-                                                     "horizons": "horizon"}))
+    renames = {"paper_json": "paper", "horizons": "horizon"}
+    return _validate(OCOConfig.__pydantic_validator__, data, _toml_path(tables, renames))
 
 
 def load_oco_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> OCOConfig:
