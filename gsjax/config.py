@@ -234,17 +234,21 @@ class _Record:
             return data  # built in Python (a constructor, dataclasses.replace)
         if not isinstance(data, dict):
             _fail((), f"expected a table, got {_describe(data)}")
-        names, required = cls._table(data)
+        names = cls._table(data)[0]
         for key in data:
             if key in cls._misplaced and (key in cls._refused or key not in names):
                 _fail(str(key), cls._misplaced[key])
             if key not in names:
                 _fail(str(key), f"unknown key {str(key)!r}; allowed keys: "
                                 f"{', '.join(cls._keys or names)}")
-        for name in (name for name in required if name not in data):
+        cls._require(data)
+        return data
+
+    @classmethod
+    def _require(cls, data: dict) -> None:
+        for name in (name for name in cls._table(data)[1] if name not in data):
             why = cls._why.format_map(data)
             _fail(name, f"required{' ' + why if why else ''} but missing")
-        return data
 
     @classmethod
     def _table(cls, data: dict) -> tuple[list[str], list[str]]:
@@ -255,6 +259,8 @@ class _Record:
 
     @model_validator(mode="after")
     def _after(self):
+        fields = dataclasses.fields(self)  # (records built in Python skip _check_table)
+        self._require({f.name: v for f in fields if (v := getattr(self, f.name)) is not None})
         self._check()
         return self
 

@@ -799,3 +799,12 @@ def test_a_graph_kind_named_like_a_structure_is_not_a_graph_kind():
         parse_config(minimal_raw(structure="graph", graph="blocks", num_nodes=3))
     assert e.value.field == "problem.graph"
     assert e.value.message.startswith("must be one of 'edges', 'chain'")
+
+
+@pytest.mark.parametrize("kwargs", [dict(graph="random", num_nodes=4, max_degree=2),
+                                    dict(graph="edges", num_nodes=3), dict(graph="chain"),
+                                    dict(graph="grid", num_nodes=4), dict(block_dim=2)])
+def test_records_built_in_python_still_need_their_kinds_keys(kwargs):
+    cls = C.BlocksProblem if "block_dim" in kwargs else C.GraphProblem
+    with pytest.raises(ValueError, match="required for problem"):
+        cls(**kwargs)
