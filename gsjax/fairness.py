@@ -91,7 +91,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax import adult
-from gsjax.problem import Environment, Feedback, Problem, _feature_mask
+from gsjax.problem import Environment, Feedback, _feature_mask, assemble_problem
 
 __all__ = [
     "GAP_ESTIMATORS",
@@ -148,6 +148,11 @@ def loss_terms(scores, labels, male, tau) -> tuple[float, float, float]:
     return float(err), float(tpr(male)), float(tpr(~male))
 
 
+def _count_at_least(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(M,) the number of entries of ``x`` that are ``>= u[j]``, for each ``j``."""
+    return x.shape[0] - np.searchsorted(np.sort(x), u, side="left")
+
+
 def loss_table(scores, labels, male) -> tuple[np.ndarray, np.ndarray]:
     """``(u, table)``: the distinct scores ascending (M,) and ``L`` on each piece (M + 1,) float64.
 
@@ -158,11 +163,7 @@ def loss_table(scores, labels, male) -> tuple[np.ndarray, np.ndarray]:
     labels, male = np.asarray(labels, bool), np.asarray(male, bool)
     u = np.unique(scores)
     n = scores.shape[0]
-
-    def at_least(x):  # number of x >= u[j] for each j, and 0 for j = M
-        c = x.shape[0] - np.searchsorted(np.sort(x), u, side="left")
-        return np.append(c, 0).astype(np.float64)
-
+    at_least = lambda x: np.append(_count_at_least(x, u), 0).astype(np.float64)  # noqa: E731
     tp_m, tp_f = at_least(scores[labels & male]), at_least(scores[labels & ~male])
     fp = at_least(scores[~labels])
     pos_m, pos_f = np.sum(labels & male), np.sum(labels & ~male)
@@ -264,12 +265,11 @@ def observe(key: jax.Array, spec: FairnessSpec, data: FairnessData, s: jax.Array
     """:class:`~gsjax.problem.Feedback` at the played state ``s`` (1,): the batch loss and ``L``
     (in the smoothed environment, :func:`smooth`: the smoothed batch loss and ``L_h``)."""
     tau = s[0]
-    if data.bandwidth is not None:  # static: the pytree's structure, not a traced value
-        y = smoothed_batch_loss(key, spec, data, tau)
-        return Feedback(y=y[None].astype(s.dtype),
-                        expected_loss=smoothed_loss(data, tau).astype(s.dtype))
-    y = batch_loss(key, spec, data, tau)
-    return Feedback(y=y[None].astype(s.dtype), expected_loss=exact_loss(data, tau).astype(s.dtype))
+    if data.bandwidth is None:  # static: the pytree's structure, not a traced value
+        y, mean = batch_loss(key, spec, data, tau), exact_loss(data, tau)
+    else:
+        y, mean = smoothed_batch_loss(key, spec, data, tau), smoothed_loss(data, tau)
+    return Feedback(y=y[None].astype(s.dtype), expected_loss=mean.astype(s.dtype))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,23 +316,12 @@ def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str
     scores, labels, male = adult.held_out_scores(clf, table)
     data = make_data(scores, labels, male, dtype)
     tau, loss_star, _ = exact_minimiser(np.asarray(data.thresholds), np.asarray(data.table))
-    fmask = _feature_mask(structure, scopes.mask)
-    k, d, m, dd = 1, structure.feature_dim, structure.scope_size, structure.rff_dim
-    problem = Problem(
-        scopes=jnp.asarray(scopes.index, jnp.int32),
-        scope_mask=jnp.asarray(scopes.mask),
-        feat_mask=jnp.asarray(fmask),
-        theta=jnp.zeros((k, d), dtype),  # unused: the loss comes from the data
-        noise_sigma=jnp.zeros((k,), dtype),
-        rff_omega=jnp.zeros((k, dd, m), dtype),
-        rff_phase=jnp.zeros((k, dd), dtype),
-        s0=jnp.broadcast_to(jnp.asarray(s0, dtype), (1,)),
-        s_star=jnp.asarray([tau], dtype),
-        loss_star=jnp.asarray(loss_star, dtype),
-        s_star_residual=jnp.zeros((), dtype),
-        env_data=data,
-    )
-    return structure, problem
+    # theta* is never read here (the loss comes from the data); zero, as reports write it
+    theta = jnp.zeros((1, structure.feature_dim), dtype)
+    problem = assemble_problem(structure, scopes, _feature_mask(structure, scopes.mask), theta,
+                               s0, dtype, env_data=data)
+    return structure, problem._replace(s_star=jnp.asarray([tau], dtype),
+                                       loss_star=jnp.asarray(loss_star, dtype))
 
 
 def describe(problem) -> dict:
@@ -340,13 +329,11 @@ def describe(problem) -> dict:
     d = problem.env_data
     u, table = np.asarray(d.thresholds), np.asarray(d.table)
     tau, loss_star, (lo, hi) = exact_minimiser(u, table)
-    err, tpr_m, tpr_f = loss_terms(np.asarray(d.scores), np.asarray(d.labels),
-                                   np.asarray(d.male), 0.5)
-    e_star, m_star, f_star = loss_terms(np.asarray(d.scores), np.asarray(d.labels),
-                                        np.asarray(d.male), tau)
-    # Where TPR_f > TPR_m (the "signed" estimator's mean is then below L by 2|D|).
     scores, labels, male = np.asarray(d.scores), np.asarray(d.labels), np.asarray(d.male)
-    rate = lambda x: (x.shape[0] - np.searchsorted(np.sort(x), u, side="left")) / max(x.shape[0], 1)  # noqa: E731
+    err, tpr_m, tpr_f = loss_terms(scores, labels, male, 0.5)
+    e_star, m_star, f_star = loss_terms(scores, labels, male, tau)
+    # Where TPR_f > TPR_m (the "signed" estimator's mean is then below L by 2|D|).
+    rate = lambda x: _count_at_least(x, u) / max(x.shape[0], 1)  # noqa: E731
     signed = rate(scores[labels & male]) - rate(scores[labels & ~male])  # D on pieces 0..M-1
     width = np.diff(np.concatenate([[0.0], np.clip(u.astype(np.float64), 0.0, 1.0)]))
     flipped = signed < 0
