@@ -58,6 +58,7 @@ from gsjax.problem import (
     Structure,
     _feature_mask,
     assemble_problem,
+    check_theta_values,
     draw_rff,
     draw_theta,
     feature_dim,
@@ -142,20 +143,19 @@ def _node_factor_lists(layout: FactorLayout) -> list[list[int]]:
 
 
 def _check_layout(layout: FactorLayout) -> None:
+    """At least one factor; each lists distinct coordinates and member nodes, in range; every
+    node belongs to a factor (``ValueError`` naming the layout's field)."""
     if len(layout.factor_coords) != len(layout.factor_nodes) or not layout.factor_coords:
-        raise ValueError("a factor graph needs at least one factor, each with coords and nodes")
-    for c, (coords, nodes) in enumerate(zip(layout.factor_coords, layout.factor_nodes)):
-        if not coords or len(set(coords)) != len(coords):
-            raise ValueError(f"factor {c}: coordinates must be distinct and non-empty")
-        if not nodes or len(set(nodes)) != len(nodes):
-            raise ValueError(f"factor {c}: nodes must be distinct and non-empty")
-        if not all(0 <= j < layout.num_coords for j in coords):
-            raise ValueError(f"factor {c}: coordinate out of range [0, {layout.num_coords})")
-        if not all(0 <= i < layout.num_nodes for i in nodes):
-            raise ValueError(f"factor {c}: node out of range [0, {layout.num_nodes})")
+        raise ValueError("layout.factor_coords: a factor graph needs at least one factor, each "
+                         "with coords (factor_coords) and nodes (factor_nodes)")
+    for field, size in (("factor_coords", layout.num_coords), ("factor_nodes", layout.num_nodes)):
+        for c, row in enumerate(getattr(layout, field)):
+            if not row or len(set(row)) != len(row) or not all(0 <= j < size for j in row):
+                raise ValueError(f"layout.{field}[{c}]: factor {c} needs distinct indices in "
+                                 f"[0, {size}), at least one, got {row!r}")
     for i, fl in enumerate(_node_factor_lists(layout)):
         if not fl:
-            raise ValueError(f"node {i} belongs to no factor")
+            raise ValueError(f"layout.factor_nodes: node {i} belongs to no factor")
 
 
 def node_scopes(layout: FactorLayout) -> Scopes:
@@ -177,7 +177,8 @@ def make_factor_structure(
     features of a block as its coordinates) does not apply; the whole box is enumerated.
     """
     if mixing not in MIXINGS:
-        raise ValueError(f"unknown mixing {mixing!r}; allowed: {MIXINGS}")
+        raise ValueError(f"make_factor_structure: mixing: unknown mixing {mixing!r}; "
+                         f"allowed: {MIXINGS}")
     scopes = node_scopes(layout)
     nodewise = make_structure(scopes, features_kind, noise, rff_dim)
     m_c = max(len(c) for c in layout.factor_coords)
@@ -325,14 +326,8 @@ def make_factor_problem(
     ffmask = _feature_mask(structure, factor_scopes.mask)  # (F, d_C)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
     if theta_distribution == "explicit":
-        if len(theta_values) != F:
-            raise ValueError(f"theta needs one row per factor ({F}); got {len(theta_values)}")
-        for c, row in enumerate(theta_values):
-            if len(row) != int(ffmask[c].sum()):
-                raise ValueError(
-                    f"theta row {c} has {len(row)} entries; factor {c} has "
-                    f"{int(ffmask[c].sum())} features"
-                )
+        check_theta_values(theta_values, ffmask, structure.features, "make_factor_problem",
+                           ("F", "factor"))
     w = draw_theta(k_theta, ffmask, theta_distribution, theta_values, theta_scale, dtype)
     omega, phase = draw_rff(k_omega, k_phase, structure, factor_scopes.mask, rff_lengthscale,
                             dtype)

@@ -64,12 +64,7 @@ def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
     out = set()
     for e, edge in enumerate(edges):
         name = f"graph_scopes: edges[{e}]"
-        try:
-            pair = tuple(edge)
-        except TypeError:
-            raise ValueError(
-                f"{name}: expected a pair (i, j) of node indices, got {edge!r}"
-            ) from None
+        pair = tuple(edge) if np.iterable(edge) else ()
         if len(pair) != 2:
             raise ValueError(f"{name}: expected a pair (i, j) of node indices, got {edge!r}")
         i, j = (_integer(v, name) for v in pair)
@@ -134,12 +129,9 @@ def scopes_from_rows(rows, num_coords: int) -> Scopes:
     out = []
     for i, row in enumerate(rows):
         name = f"scopes_from_rows: rows[{i}]"
-        try:
-            entries = list(row)
-        except TypeError:
-            raise ValueError(
-                f"{name}: expected a sequence of coordinate indices, got {row!r}"
-            ) from None
+        if not np.iterable(row):
+            raise ValueError(f"{name}: expected a sequence of coordinate indices, got {row!r}")
+        entries = list(row)
         if not entries:
             raise ValueError(f"{name}: a scope must hold at least one coordinate, got []")
         out.append([_integer(v, name) for v in entries])

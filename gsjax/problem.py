@@ -193,9 +193,12 @@ def _check_array(value, name: str, length: int | None = None, desc: str = "", **
         check_bounds(values, name, **bounds)
 
 
-def _check_theta_values(theta_values, fmask: np.ndarray, features_kind: str) -> None:
-    """An explicit ``theta*``: ``k`` rows, row ``i`` of criterion ``i``'s feature count, finite."""
-    name = "make_problem: theta_values"
+def check_theta_values(theta_values, fmask: np.ndarray, features_kind: str,
+                       where: str = "make_problem", rows_of: tuple = ("k", "criterion")) -> None:
+    """An explicit ``theta*``: one row per row of the host mask ``fmask`` (``rows_of``: its
+    symbol and what a row is), row ``i`` of row ``i``'s feature count, finite."""
+    name = f"{where}: theta_values"
+    symbol, unit = rows_of
     if theta_values is None:
         raise ValueError(f"{name}: required for theta_distribution = 'explicit', got None")
     if is_traced(theta_values):
@@ -203,14 +206,14 @@ def _check_theta_values(theta_values, fmask: np.ndarray, features_kind: str) -> 
     rows = list(theta_values)
     k = fmask.shape[0]
     if len(rows) != k:
-        raise ValueError(f"{name}: expected k = {k} rows (one per criterion), got {len(rows)}")
+        raise ValueError(f"{name}: expected {symbol} = {k} rows (one per {unit}), got {len(rows)}")
     for i, row in enumerate(rows):
         shape, values = shape_and_values(row, f"{name}[{i}]")
         d_i = int(fmask[i].sum())
         if len(shape) != 1 or shape[0] != d_i:
             raise ValueError(
                 f"{name}[{i}]: theta row {i} has {shape[0] if len(shape) == 1 else shape} "
-                f"entries; criterion {i} has {d_i} {features_kind} features"
+                f"entries; {unit} {i} has {d_i} {features_kind} features"
             )
         check_bounds(values, f"{name}[{i}]")
 
@@ -234,7 +237,7 @@ def _check_problem_args(structure: Structure, scopes: Scopes, theta_distribution
                          f"{theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
     if theta_distribution == "explicit":
         fmask = _feature_mask(structure, scopes.mask)
-        _check_theta_values(theta_values, fmask, structure.features)
+        check_theta_values(theta_values, fmask, structure.features)
     else:
         _check_array(theta_scale, "make_problem: theta_scale", gt=0.0)
     if structure.noise == "independent":
@@ -346,7 +349,8 @@ class Environment:
 
     The model of gymnax: static options live on the (hashable, frozen-dataclass) environment,
     which is part of the :class:`Structure`; an instance's arrays live in the :class:`Problem`
-    (its own ones in ``Problem.env_data``). A subclass overrides what differs:
+    (its own ones in ``Problem.env_data``; the linear model's ``noise_sigma`` and ``rff_*`` are
+    optional fields that other environments leave None). A subclass overrides what differs:
 
     * ``features(structure, problem, s)`` -- (k, d) the learner's features of every criterion;
     * ``observe(key, structure, problem, s)`` -- the round's :class:`Feedback`;
