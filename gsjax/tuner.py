@@ -148,14 +148,15 @@ def _check_fits(values: np.ndarray, dtype, field: str) -> None:
                                 f"{float(np.finfo(dtype).max):.8g}); rescale the values")
 
 
-def _check_state_finite(before, after, dtype, field: str) -> None:
+def _check_state_finite(before, after, values: np.ndarray, dtype, field: str) -> None:
     """Refuse observations whose sums overflow the state (a leaf finite before, not after)."""
     for old, new in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
         if not jnp.issubdtype(new.dtype, jnp.inexact):
             continue
         if np.all(np.isfinite(np.asarray(old))) and not np.all(np.isfinite(np.asarray(new))):
-            raise TunerError(field, f"these values would overflow the learner's "
-                                    f"{np.dtype(dtype).name} state; rescale the values")
+            raise TunerError(field, f"values up to {float(np.max(np.abs(values)))!r} would "
+                                    f"overflow the learner's {np.dtype(dtype).name} state; "
+                                    f"rescale the values")
 
 
 _TMP_NAME = "[a-z0-9_]{8}"  # tempfile.mkstemp's random part
@@ -277,7 +278,7 @@ class _Learner:
             played64 = np.asarray(played, np.float64)
             c["movement"] += float(np.sum(np.abs(played64 - c["last_setting"])))
             c["last_setting"], c["rounds"] = played64, t
-        _check_state_finite(self._state, state, self._dtype, self._observed[1])
+        _check_state_finite(self._state, state, vs, self._dtype, self._observed[1])
         self._state = state
         for name, value in c.items():
             setattr(self, name, value)
@@ -317,8 +318,8 @@ class _Learner:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 leaves = [z[f] for f in sorted(f for f in z.files if f.startswith("state/"))]
-        except Exception as e:  # noqa: BLE001 -- a damaged zip raises BadZipFile, zlib.error,
-            # EOFError, NotImplementedError (a flipped compression method), ...: all unreadable
+        except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError,
+            # NotImplementedError (a flipped compression method), ...: all mean unreadable
             raise _unreadable(path, e) from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise _unreadable(path, None)

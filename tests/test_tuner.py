@@ -303,6 +303,7 @@ def test_values_that_overflow_the_state_dtype_are_refused(tmp_path, capsys):
     rc, _, err = _cli(capsys, "observe", str(state), "--setting", ones, "--allow-off-policy",
                       "--losses", json.dumps([[3e38, 0.0, 0.0]] * 2))
     assert rc == 2 and err.count("\n") == 1 and "overflow" in err and "float32" in err, err
+    assert "3e+38" in err, err
     assert _digest(state) == before
     tuner = Tuner.load(state)
     assert tuner.rounds == 0
