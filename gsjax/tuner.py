@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 import jax
@@ -180,10 +181,19 @@ def _prev_path(path: Path) -> Path:
     return path.with_name(path.name + ".prev")
 
 
+def _intact(path: Path) -> bool:
+    """Whether ``path`` is a zip whose members all pass their CRC check."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except Exception:  # a damaged zip raises nearly anything (see Tuner.load)
+        return False
+
+
 def _keep_prev(path: Path) -> None:
     """Keep the file at ``path`` as ``STATE.prev`` (atomically: a hard link, else a copy, to a
-    temporary name, then a rename)."""
-    if not path.is_file():
+    temporary name, then a rename); a damaged file never replaces the ``.prev``."""
+    if not path.is_file() or not _intact(path):
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.prev.", suffix=".tmp", dir=path.parent)
     os.close(fd)

@@ -352,6 +352,12 @@ def test_damaged_state_file_one_line_and_prev(state_file, capsys):
     # Following the hint restores the state before the last observation.
     state_file.write_bytes(prev.read_bytes())
     assert Tuner.load(state_file).rounds == 0
+    # init --force over a damaged file keeps the good .prev.
+    prev_bytes = prev.read_bytes()
+    state_file.write_bytes(good[: len(good) // 2])
+    cfg_path = str(state_file.parent / "cfg.toml")
+    assert _cli(capsys, "init", cfg_path, str(state_file), "--force")[0] == 0
+    assert prev.read_bytes() == prev_bytes and Tuner.load(state_file).rounds == 0
     # Without a .prev the line is the same, less the hint.
     prev.unlink()
     state_file.write_bytes(good[: len(good) // 2])
