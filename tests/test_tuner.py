@@ -469,3 +469,17 @@ def test_ogd_cli_and_bad_inputs(tmp_path, capsys):
     np.testing.assert_allclose(status["query"], np.clip(0.5 - eta * np.asarray(g), 0, 1),
                                rtol=0, atol=1e-15)
     assert status["rounds"] == 1
+
+
+def test_ogd_gradient_that_overflows_float32_is_refused():
+    """The OGD family checks its gradients in the state's dtype too (issue 18 item 3)."""
+    from gsjax.oco.config import parse_oco_config
+    from gsjax.tuner import open_config
+
+    assert 1e39 > float(np.finfo(np.float32).max)
+    tuner = open_config(parse_oco_config(dict(OCO_RAW, dtype="float32")), algorithm="lazy")
+    w = tuner.query()
+    with pytest.raises(TunerError, match=r"gradient: observation 0, entry 2: 1e\+39 .*float32"):
+        tuner.observe(tuner.suggest(), [0.0, 0.0, 1e39, 0.0, 0.0, 0.0])
+    assert tuner.rounds == 0
+    np.testing.assert_array_equal(tuner.query(), w)
