@@ -12,7 +12,8 @@ learner (the runner's seed ``seed``). Its loop:
   ``allow_off_policy=True`` accepts any setting in the box (the ridge statistics use it as
   played).
 * :meth:`Tuner.save` / :meth:`Tuner.load` -- the whole learner in one versioned file, written
-  atomically (a temporary file, then a rename).
+  atomically (a temporary file, then a rename). The file it replaces is kept beside it as
+  ``STATE.prev``, and temporary files a killed write left behind are removed.
 
 A round is the kernel's own ``act`` then ``update`` (:mod:`gsjax.algorithms.kernel`), with the
 runner's keys (DESIGN section 3): seed key ``fold_in(key(root_seed), seed)``, round ``t`` (the
@@ -22,13 +23,21 @@ therefore takes exactly the simulator's decisions (``tests/test_tuner.py``).
 
 Every bad input raises :class:`TunerError` (a :class:`~gsjax.config.ConfigError`: the CLI
 prints it on one line and exits with status 2) before the state is touched: a vector of the
-wrong length, a setting outside the box, NaN or infinite values, a setting other than the one
-suggested. A batch of observations is applied all or nothing.
+wrong length, a setting outside the box, NaN or infinite values, values that overflow the
+state's dtype (``1e39`` in a float32 learner), a setting other than the one suggested. A batch of
+observations is applied all or nothing. A state file that cannot be read is refused on one line
+that names it and, when ``STATE.prev`` exists, says how to go back to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 
 import jax
@@ -128,6 +137,79 @@ def _rows(setting, values, n: int, length: int, field: str, what: str):
     return ss, vs
 
 
+def _check_fits(values: np.ndarray, dtype, field: str) -> None:
+    """Refuse values that are finite in float64 but overflow the learner's ``dtype``."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(values.astype(dtype))
+    if not np.all(finite):
+        row, col = np.argwhere(~finite)[0]
+        raise TunerError(field, f"observation {row}, entry {col}: {float(values[row, col])!r} "
+                                f"overflows the learner's {dtype.name} (largest finite "
+                                f"{float(np.finfo(dtype).max):.8g}); rescale the values")
+
+
+def _check_state_finite(before, after, values: np.ndarray, dtype, field: str) -> None:
+    """Refuse observations whose sums overflow the state (a leaf finite before, not after)."""
+    for old, new in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
+        if not jnp.issubdtype(new.dtype, jnp.inexact):
+            continue
+        if np.all(np.isfinite(np.asarray(old))) and not np.all(np.isfinite(np.asarray(new))):
+            raise TunerError(field, f"values up to {float(np.max(np.abs(values)))!r} would "
+                                    f"overflow the learner's {np.dtype(dtype).name} state; "
+                                    f"rescale the values")
+
+
+_TMP_NAME = "[a-z0-9_]{8}"  # tempfile.mkstemp's random part
+
+
+def _clean_tmp(path: Path) -> None:
+    """Remove the temporary files (``.STATE.XXXXXXXX.tmp``) a killed write left beside ``path``.
+
+    Safe under the CLI's exclusive lock; processes that save one path without a lock already
+    lose each other's observations."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(prev\.)?{_TMP_NAME}\.tmp")
+    if not path.parent.is_dir():
+        return
+    for entry in path.parent.iterdir():
+        if pattern.fullmatch(entry.name):
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+
+
+def _prev_path(path: Path) -> Path:
+    return path.with_name(path.name + ".prev")
+
+
+def _intact(path: Path) -> bool:
+    """Whether ``path`` is a zip whose members all pass their CRC check."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except Exception:  # a damaged zip raises nearly anything (see Tuner.load)
+        return False
+
+
+def _keep_prev(path: Path) -> None:
+    """Keep the file at ``path`` as ``STATE.prev`` (atomically: a hard link, else a copy, to a
+    temporary name, then a rename); a damaged file never replaces the ``.prev``."""
+    if not path.is_file() or not _intact(path):
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.prev.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copyfile(path, tmp)
+        os.replace(tmp, _prev_path(path))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 class _Learner:
     """What both tuners share: the counters, the observe loop, status's common fields and the
     state file. A subclass sets the config functions, ``_observed = (length, field, what)`` and
@@ -187,6 +269,7 @@ class _Learner:
 
     def _observe(self, setting, values, allow_off_policy: bool) -> dict:
         ss, vs = _rows(setting, values, self.num_coords, *self._observed)
+        _check_fits(vs, self._dtype, self._observed[1])
         # All or nothing: step copies, commit once every row is accepted.
         state, c = self._state, {name: getattr(self, name) for name in self._counter_names}
         for j in range(vs.shape[0]):
@@ -205,6 +288,7 @@ class _Learner:
             played64 = np.asarray(played, np.float64)
             c["movement"] += float(np.sum(np.abs(played64 - c["last_setting"])))
             c["last_setting"], c["rounds"] = played64, t
+        _check_state_finite(self._state, state, vs, self._dtype, self._observed[1])
         self._state = state
         for name, value in c.items():
             setattr(self, name, value)
@@ -218,7 +302,8 @@ class _Learner:
                 "last_setting": self.last_setting.tolist(), "suggested": self.suggest().tolist()}
 
     def save(self, path, **extra) -> Path:
-        """Write the learner to ``path`` atomically (versioned ``.npz``)."""
+        """Write the learner to ``path`` atomically (versioned ``.npz``); the file it replaces
+        is kept as ``STATE.prev``."""
         counters = {name: np.asarray(getattr(self, name)).tolist()
                     for name in self._counter_names}
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
@@ -227,6 +312,9 @@ class _Learner:
         arrays = {"meta": np.asarray(json.dumps(meta))}
         for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
             arrays[f"state/{i:05d}"] = np.asarray(leaf)
+        path = Path(path)
+        _clean_tmp(path)
+        _keep_prev(path)
         return write_npz(path, arrays)
 
     @classmethod
@@ -240,20 +328,38 @@ class _Learner:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 leaves = [z[f] for f in sorted(f for f in z.files if f.startswith("state/"))]
-        except (OSError, ValueError, KeyError) as e:
-            raise TunerError("<state>", f"{path}: not a gsjax tuner state file ({e})") from None
-        if meta.get("format") != _FORMAT:
-            raise TunerError("<state>", f"{path}: not a gsjax tuner state file")
+        except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError,
+            # NotImplementedError (a flipped compression method), ...: all mean unreadable
+            raise _unreadable(path, e) from None
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise _unreadable(path, None)
         if meta.get("version") != STATE_VERSION:
             raise TunerError("<state>", f"{path}: state version {meta.get('version')!r}; this "
                                         f"gsjax reads version {STATE_VERSION}")
-        restore = {"leaves": leaves, "counters": meta["counters"]}
-        if meta.get("family", "bandit") == "ogd":
-            return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
-                            seed=meta["seed"], budget_index=meta.get("budget_index", 0),
-                            _restore=restore)
-        return Tuner(parse_config(meta["config"]), algorithm=meta["algorithm"],
-                     seed=meta["seed"], _restore=restore)
+        try:
+            restore = {"leaves": leaves, "counters": meta["counters"]}
+            if meta.get("family", "bandit") == "ogd":
+                return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
+                                seed=meta["seed"], budget_index=meta.get("budget_index", 0),
+                                _restore=restore)
+            return Tuner(parse_config(meta["config"]), algorithm=meta["algorithm"],
+                         seed=meta["seed"], _restore=restore)
+        except ConfigError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise _unreadable(path, e) from None
+
+
+def _unreadable(path: Path, error) -> TunerError:
+    """The one-line refusal of a state file that cannot be read, with the way back to
+    ``STATE.prev`` when there is one."""
+    why = "" if error is None else " ({}: {})".format(type(error).__name__,
+                                                      " ".join(str(error).split()))
+    prev = _prev_path(path)
+    hint = (f"; the state before its last write is kept in {prev}: `cp {prev} {path}` to "
+            f"go back to it" if prev.is_file() else "")
+    return TunerError("<state>",
+                      f"{path}: not a gsjax tuner state file, or a damaged one{why}{hint}")
 
 
 class Tuner(_Learner):

@@ -7,7 +7,10 @@ Bandit configs observe ``--losses`` (one per criterion) at the suggested setting
 The state file is read and written under an exclusive lock (``STATE.lock``, ``fcntl.flock``),
 so processes that observe at the same time are serialised and none of their observations is
 lost; ``suggest`` and ``status`` take a shared lock. Every bad input exits with status 2 and a
-one-line ``error: FIELD: MESSAGE``, leaving the state file unchanged.
+one-line ``error: FIELD: MESSAGE``, leaving the state file unchanged: values that overflow the
+learner's dtype, and a state file that cannot be read (the line says how to go back to
+``STATE.prev``, the state before the last write; ``init --force`` keeps the file it replaces
+there too). Each write removes the temporary files a killed write left beside the state.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -276,6 +277,114 @@ def test_api_errors_are_tuner_errors():
     assert tuner.rounds == 0
 
 
+def _float32_state(tmp_path, capsys):
+    cfg_path = tmp_path / "cfg32.toml"
+    cfg_path.write_text(_to_toml(_raw("lazy", dtype="float32")))
+    state = tmp_path / "learner32.npz"
+    assert _cli(capsys, "init", str(cfg_path), str(state))[0] == 0
+    return state
+
+
+def test_values_that_overflow_the_state_dtype_are_refused(tmp_path, capsys):
+    """1e39 is finite in JSON / float64 but not in a float32 learner: one line naming the
+    value, exit 2, state unchanged (issue 18 item 3). So are finite values whose sum would
+    overflow the state (criterion 0's b = sum of s_0 * y at s = 1)."""
+    f32max = float(np.finfo(np.float32).max)
+    assert 1e39 > f32max and 2 * 3e38 > f32max > 3e38  # the premises, independently
+    state = _float32_state(tmp_path, capsys)
+    suggested = _cli(capsys, "suggest", str(state))[1].strip()
+    before = _digest(state)
+    rc, _, err = _cli(capsys, "observe", str(state), "--setting", suggested,
+                      "--losses", "[1.0, 1e39, 2.0]")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: losses: ") and "1e+39" in err and "float32" in err, err
+    assert _digest(state) == before
+    ones = json.dumps([[1.0] * 6] * 2)
+    rc, _, err = _cli(capsys, "observe", str(state), "--setting", ones, "--allow-off-policy",
+                      "--losses", json.dumps([[3e38, 0.0, 0.0]] * 2))
+    assert rc == 2 and err.count("\n") == 1 and "overflow" in err and "float32" in err, err
+    assert "3e+38" in err, err
+    assert _digest(state) == before
+    tuner = Tuner.load(state)
+    assert tuner.rounds == 0
+    assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree_util.tree_leaves(
+        tuner._state) if jnp.issubdtype(leaf.dtype, jnp.inexact))
+
+
+def _damaged(good: bytes, rng):
+    """Truncations, bit flips, random bytes and an empty file made from a good state file."""
+    n = len(good)
+    out = {"empty": b"", "random": rng.bytes(n), "zip_header_only": good[:30]}
+    for frac in (0.1, 0.5, 0.9, 0.99):
+        out[f"truncated_{frac}"] = good[:int(n * frac)]
+    for pos in sorted(set(rng.integers(0, n, 12).tolist()) | {n // 3, n // 2, n - 30}):
+        flipped = bytearray(good)
+        flipped[pos] ^= 1 << int(rng.integers(0, 8))
+        out[f"bitflip_{pos}"] = bytes(flipped)
+    return out
+
+
+def test_damaged_state_file_one_line_and_prev(state_file, capsys):
+    """A truncated, bit-flipped, random or empty state file gives one line naming the file and
+    exit 2, never a traceback, and leaves the file as it was (issue 18 item 2); the line points
+    to STATE.prev, the state before the last write, which loads and lacks just that write."""
+    sugg = _cli(capsys, "suggest", str(state_file))[1].strip()
+    observe = ["observe", str(state_file), "--setting", sugg, "--losses", "[1, 2, 3]"]
+    assert _cli(capsys, *observe)[0] == 0
+    prev = Path(str(state_file) + ".prev")
+    assert Tuner.load(prev).rounds == 0 and Tuner.load(state_file).rounds == 1
+    good = state_file.read_bytes()
+    good_status = _cli(capsys, "status", str(state_file), "--compact")[1]
+    refused = 0
+    for name, data in _damaged(good, np.random.default_rng(18)).items():
+        state_file.write_bytes(data)
+        for cmd in (["status", str(state_file), "--compact"], observe):
+            rc, out, err = _cli(capsys, *cmd)
+            assert state_file.read_bytes() == data, name
+            if rc == 0:  # a flip in a byte no reader checks: the state must be the good one
+                assert cmd[0] == "status" and data != good and out == good_status, (name, err)
+                break
+            assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (name, err)
+            assert err.startswith(f"error: <state>: {state_file}: "), (name, err)
+            assert f"cp {prev} {state_file}" in err, (name, err)
+            refused += 1
+    assert refused >= 2 * 8  # at least the empty, random, header-only and truncated files
+    # Following the hint restores the state before the last observation.
+    state_file.write_bytes(prev.read_bytes())
+    assert Tuner.load(state_file).rounds == 0
+    # init --force over a damaged file keeps the good .prev.
+    prev_bytes = prev.read_bytes()
+    state_file.write_bytes(good[: len(good) // 2])
+    cfg_path = str(state_file.parent / "cfg.toml")
+    assert _cli(capsys, "init", cfg_path, str(state_file), "--force")[0] == 0
+    assert prev.read_bytes() == prev_bytes and Tuner.load(state_file).rounds == 0
+    # Without a .prev the line is the same, less the hint.
+    prev.unlink()
+    state_file.write_bytes(good[: len(good) // 2])
+    rc, _, err = _cli(capsys, "suggest", str(state_file))
+    assert rc == 2 and err.count("\n") == 1 and ".prev" not in err, err
+
+
+def test_orphan_tmp_files_removed_on_next_write(state_file, capsys):
+    """Temporary files a kill during a write left beside the state (named as the atomic write
+    names them) are removed by the next write to that state, and only those (item 7)."""
+    def mkstemp(prefix):
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=state_file.parent)
+        os.close(fd)
+        return Path(name)
+
+    orphans = [mkstemp(f".{state_file.name}."), mkstemp(f".{state_file.name}.prev.")]
+    others = [mkstemp(".other.npz."), mkstemp(f".{state_file.name}.x.npz.")]
+    sugg = _cli(capsys, "suggest", str(state_file))[1].strip()
+    assert all(p.exists() for p in orphans)  # a read leaves them
+    observe = ["observe", str(state_file), "--setting", sugg, "--losses", "[1, 2, 3]"]
+    assert _cli(capsys, *observe)[0] == 0
+    assert not any(p.exists() for p in orphans)
+    assert all(p.exists() for p in others)
+    left = sorted(p.name for p in state_file.parent.iterdir() if p.name.endswith(".tmp"))
+    assert left == sorted(p.name for p in others)
+
+
 # --------------------------------------------------------------------------------------------
 # The OGD family (kind = "oco" configs): gradients observed at the query point
 # --------------------------------------------------------------------------------------------
@@ -360,3 +469,17 @@ def test_ogd_cli_and_bad_inputs(tmp_path, capsys):
     np.testing.assert_allclose(status["query"], np.clip(0.5 - eta * np.asarray(g), 0, 1),
                                rtol=0, atol=1e-15)
     assert status["rounds"] == 1
+
+
+def test_ogd_gradient_that_overflows_float32_is_refused():
+    """The OGD family checks its gradients in the state's dtype too (issue 18 item 3)."""
+    from gsjax.oco.config import parse_oco_config
+    from gsjax.tuner import open_config
+
+    assert 1e39 > float(np.finfo(np.float32).max)
+    tuner = open_config(parse_oco_config(dict(OCO_RAW, dtype="float32")), algorithm="lazy")
+    w = tuner.query()
+    with pytest.raises(TunerError, match=r"gradient: observation 0, entry 2: 1e\+39 .*float32"):
+        tuner.observe(tuner.suggest(), [0.0, 0.0, 1e39, 0.0, 0.0, 0.0])
+    assert tuner.rounds == 0
+    np.testing.assert_array_equal(tuner.query(), w)
