@@ -42,11 +42,10 @@ def _save(fig, path) -> Path:
     return atomic_write_bytes(Path(path), buf.getvalue())
 
 
-def _mean_se(x):
-    """Mean over the first axis (the seeds) and its standard error (0 for a single seed)."""
+def _mean_se(x, single=0.0):
+    """Mean over the first axis (the seeds) and its standard error (``single`` for one seed)."""
     x = np.asarray(x, np.float64)
-    n = x.shape[0]
-    se = x.std(0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros_like(x[0])
+    se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else single
     return x.mean(0), se
 
 
@@ -114,7 +113,7 @@ def plot_per_criterion(arrays: dict, path, title: str = ""):
     fig, axes = _plt().subplots(1, 2, figsize=(11, 3.8), sharey=False)
     for ax, field, label in zip(axes, ("updates", "changes"),
                                 ("re-optimisations", "value changes")):
-        series = [(name, *_mean_se(arrays[f"{name}/totals/{field}"])) for name in names]
+        series = [(name, *_mean_se(arrays[f"{name}/totals/{field}"], None)) for name in names]
         _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
         if field == "updates":
             ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
