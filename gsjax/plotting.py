@@ -1,11 +1,14 @@
 """Figures drawn only from saved results (``arrays.npz`` + ``summary.json``).
 
 matplotlib (Agg backend) is a dependency because every ``gsjax run`` writes PNG figures; it is
-the standard, well-kept plotting library and nothing hand-written would match it.
+the standard, well-kept plotting library and nothing hand-written would match it. The helpers
+here (figure, mean and error, band, grouped bars, axes, saving) serve :mod:`gsjax.oco.plotting`
+and the paper's figures too.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -32,88 +35,91 @@ def _plt():
     return plt
 
 
-def _names(arrays: dict) -> list[str]:
-    seen = []
-    for key in arrays:
-        if key.endswith("/cum_regret"):
-            seen.append(key.split("/")[0])
-    return seen
-
-
-def _save(fig, path: Path) -> Path:
-    import io
-
+def _save(fig, path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     _plt().close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def _mean_se(x, single=0.0):
+    """Mean over the first axis (the seeds) and its standard error (``single`` for one seed)."""
+    x = np.asarray(x, np.float64)
+    se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else single
+    return x.mean(0), se
+
+
+def _band(ax, x, mean, half, label, alpha=0.25, **color):
+    """A line with a shaded band ``mean +- half`` (``color=``: both; default: the cycles')."""
+    ax.plot(x, mean, lw=1.5, label=label, **color)
+    ax.fill_between(x, mean - half, mean + half, alpha=alpha, **color)
+
+
+def _grouped_bars(ax, series, labels, capsize=0.0):
+    """One group of bars per label, one bar per ``(name, means, errors)`` of ``series``."""
+    width = 0.8 / max(len(series), 1)
+    idx = np.arange(len(labels))
+    for a, (name, mean, err) in enumerate(series):
+        ax.bar(idx + a * width, mean, width, yerr=err, label=name, capsize=capsize)
+    ax.set_xticks(idx + width * (len(series) - 1) / 2, labels)
+
+
+def _finish(ax, legend: float | None = 8, grid: str = "both", which: str = "major", **props):
+    """``ax.set(**props)``, a legend (its font size; None: none) and a light grid on ``grid``
+    (an axis name or "both") at the ``which`` ticks."""
+    ax.set(**props)
+    if legend:
+        ax.legend(fontsize=legend)
+    ax.grid(alpha=0.3, axis=grid, which=which)
+
+
+def _names(arrays: dict) -> list[str]:
+    return [key.split("/")[0] for key in arrays if key.endswith("/cum_regret")]
 
 
 def plot_trajectories(arrays: dict, path, seed: int = 0, max_coords: int = 2, title: str = ""):
     """The played state of one seed over time, first coordinates of criterion 0's scope."""
     plt = _plt()
-    names = _names(arrays)
     rounds = arrays["rounds"]
     scope = arrays["problem/scopes"][0][arrays["problem/scope_mask"][0]][:max_coords]
     s_star = arrays["problem/s_star"]
     fig, axes = plt.subplots(1, len(scope), figsize=(5.5 * len(scope), 3.6), squeeze=False)
     for ax, j in zip(axes[0], scope):
-        for name in names:
+        for name in _names(arrays):
             ax.step(rounds, arrays[f"{name}/action"][seed, :, j], where="post", label=name, lw=1.2)
         if s_star.ndim == 1:
             ax.axhline(s_star[j], color="k", ls=":", lw=1, label="s*")
-        ax.set_xlabel("round t")
-        ax.set_ylabel(f"s_t[{j}]")
-        ax.set_ylim(-0.05, 1.05)
+        ax.set(xlabel="round t", ylabel=f"s_t[{j}]", ylim=(-0.05, 1.05))
         ax.legend(fontsize=8)
     fig.suptitle(title or f"state trajectory, seed {seed}")
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = "", logx: bool = False):
     """Mean over seeds of a cumulative curve with a +-1 standard-error band."""
-    plt = _plt()
-    rounds = arrays["rounds"]
-    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    fig, ax = _plt().subplots(figsize=(5.8, 3.8))
     for name in _names(arrays):
-        x = arrays[f"{name}/{field}"].astype(np.float64)
-        mean = x.mean(0)
-        se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else np.zeros_like(mean)
-        ax.plot(rounds, mean, label=name, lw=1.5)
-        ax.fill_between(rounds, mean - se, mean + se, alpha=0.25)
-    ax.set_xlabel("round t")
-    ax.set_ylabel(ylabel)
+        _band(ax, arrays["rounds"], *_mean_se(arrays[f"{name}/{field}"]), name)
     if logx:
         ax.set_xscale("log")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return _save(fig, Path(path))
+    _finish(ax, xlabel="round t", ylabel=ylabel, title=title)
+    return _save(fig, path)
 
 
 def plot_per_criterion(arrays: dict, path, title: str = ""):
     """Mean updates (re-optimisations) and actual changes per criterion, per algorithm."""
-    plt = _plt()
     names = [n for n in _names(arrays) if f"{n}/totals/updates" in arrays]
     k = arrays[f"{names[0]}/totals/updates"].shape[-1]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
-    width = 0.8 / max(len(names), 1)
-    idx = np.arange(k)
-    for ax, field, label in zip(axes, ("updates", "changes"), ("re-optimisations", "value changes")):
-        for a, name in enumerate(names):
-            x = arrays[f"{name}/totals/{field}"].astype(np.float64)
-            mean = x.mean(0)
-            se = x.std(0, ddof=1) / np.sqrt(x.shape[0]) if x.shape[0] > 1 else None
-            ax.bar(idx + a * width, mean, width, yerr=se, label=name, capsize=2)
+    fig, axes = _plt().subplots(1, 2, figsize=(11, 3.8), sharey=False)
+    for ax, field, label in zip(axes, ("updates", "changes"),
+                                ("re-optimisations", "value changes")):
+        series = [(name, *_mean_se(arrays[f"{name}/totals/{field}"], None)) for name in names]
+        _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
         if field == "updates":
             ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
-        ax.set_xticks(idx + width * (len(names) - 1) / 2, [str(i) for i in idx])
-        ax.set_xlabel("criterion (clique) id")
-        ax.set_ylabel(f"{label} per run")
-        ax.legend(fontsize=8)
-        ax.grid(axis="y", alpha=0.3)
+        _finish(ax, grid="y", xlabel="criterion (clique) id", ylabel=f"{label} per run")
     fig.suptitle(title or "updates vs actual changes per criterion")
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def _grid_total(arrays: dict, name: str) -> np.ndarray:
@@ -127,11 +133,7 @@ def best_grid_slice(arrays: dict) -> dict:
     out = {k: v for k, v in arrays.items() if not k.startswith("grid/")}
     for name in _names(arrays):
         g = int(np.argmin(_grid_total(arrays, name)))
-        for key, val in arrays.items():
-            if key.startswith(f"{name}/") and not key.endswith("/lambda_reg"):
-                out[key] = val[g]
-            elif key == f"{name}/lambda_reg":
-                out[key] = val[g]
+        out.update({key: val[g] for key, val in arrays.items() if key.startswith(f"{name}/")})
     return out
 
 
@@ -140,19 +142,17 @@ def plot_grid(arrays: dict, path, title: str = ""):
 
     One axis: a line; two or more: a heat map over the first two axes (minimum over the rest).
     """
-    plt = _plt()
     names = _names(arrays)
     axes_names = [str(a) for a in arrays["grid/names"]]
     values = arrays["grid/values"]
     levels = [np.unique(values[:, j]) for j in range(len(axes_names))]
-    fig, axs = plt.subplots(1, len(names), figsize=(5.6 * len(names), 3.8), squeeze=False)
+    fig, axs = _plt().subplots(1, len(names), figsize=(5.6 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axs[0], names):
         total = _grid_total(arrays, name)
         if len(axes_names) == 1:
             order = np.argsort(values[:, 0])
             ax.plot(values[order, 0], total[order], marker="o")
-            ax.set_xlabel(axes_names[0])
-            ax.set_ylabel("mean total regret")
+            ax.set(xlabel=axes_names[0], ylabel="mean total regret")
         else:
             grid = np.full((len(levels[0]), len(levels[1])), np.inf)
             for g, row in enumerate(values):
@@ -162,16 +162,13 @@ def plot_grid(arrays: dict, path, title: str = ""):
             im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
             ax.set_xticks(range(len(levels[1])), [f"{v:g}" for v in levels[1]])
             ax.set_yticks(range(len(levels[0])), [f"{v:g}" for v in levels[0]])
-            ax.set_xlabel(axes_names[1])
-            ax.set_ylabel(axes_names[0])
-            for i in range(grid.shape[0]):
-                for j in range(grid.shape[1]):
-                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
-                            color="w")
+            ax.set(xlabel=axes_names[1], ylabel=axes_names[0])
+            for (i, j), v in np.ndenumerate(grid):
+                ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
             fig.colorbar(im, ax=ax, shrink=0.8, label="mean total regret")
         ax.set_title(name)
     fig.suptitle(title or "grid: mean total regret (prediction + movement)")
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_threshold(arrays: dict, path, title: str = ""):
@@ -182,33 +179,25 @@ def plot_threshold(arrays: dict, path, title: str = ""):
     cost per algorithm, mean with +-1 standard-error bars. Right: the state played at round T
     by every seed, against ``s*``.
     """
-    plt = _plt()
     names = _names(arrays)
-    rounds = arrays["rounds"]
     s_star = float(arrays["problem/s_star"][0])
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), gridspec_kw={"width_ratios": [2.2, 1, 1]})
+    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8),
+                                gridspec_kw={"width_ratios": [2.2, 1, 1]})
     colors = [f"C{i}" for i in range(len(names))]
     ax = axes[0]
     for name, c in zip(names, colors):
         x = arrays[f"{name}/action"][..., 0].astype(np.float64)  # (S, R)
-        mean, sd = x.mean(0), x.std(0)
-        ax.plot(rounds, mean, color=c, lw=1.5, label=name)
-        ax.fill_between(rounds, mean - sd, mean + sd, color=c, alpha=0.2)
+        _band(ax, arrays["rounds"], x.mean(0), x.std(0), name, color=c, alpha=0.2)
     ax.axhline(s_star, color="k", ls="--", lw=1, label=f"τ* = {s_star:.3f}")
-    ax.set_xlabel("round t")
-    ax.set_ylabel("threshold τ_t (mean ± 1 sd over seeds)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    _finish(ax, xlabel="round t", ylabel="threshold τ_t (mean ± 1 sd over seeds)",
+            ylim=(-0.02, 1.02))
     ax = axes[1]
     for i, (name, c) in enumerate(zip(names, colors)):
-        m = arrays[f"{name}/totals/movement_cost"].astype(np.float64)
-        se = m.std(ddof=1) / np.sqrt(m.size) if m.size > 1 else 0.0
-        ax.bar(i, m.mean(), yerr=se, color=c, capsize=4)
-        ax.text(i, m.mean(), f"{m.mean():.1f}", ha="center", va="bottom", fontsize=8)
+        mean, se = _mean_se(arrays[f"{name}/totals/movement_cost"])
+        ax.bar(i, mean, yerr=se, color=c, capsize=4)
+        ax.text(i, mean, f"{mean:.1f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel("cumulative movement cost at T")
-    ax.grid(axis="y", alpha=0.3)
+    _finish(ax, legend=None, grid="y", ylabel="cumulative movement cost at T")
     ax = axes[2]
     rng = np.random.default_rng(0)  # horizontal jitter only, for legibility
     for i, (name, c) in enumerate(zip(names, colors)):
@@ -217,11 +206,9 @@ def plot_threshold(arrays: dict, path, title: str = ""):
         ax.errorbar(i + 0.3, final.mean(), yerr=final.std(), fmt="o", color=c, capsize=3)
     ax.axhline(s_star, color="k", ls="--", lw=1)
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel("τ_T (each seed; mean ± 1 sd)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(axis="y", alpha=0.3)
+    _finish(ax, legend=None, grid="y", ylabel="τ_T (each seed; mean ± 1 sd)", ylim=(-0.02, 1.02))
     fig.suptitle(title or "threshold trajectory, movement, converged threshold")
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
@@ -236,7 +223,8 @@ def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
         arrays = best_grid_slice(arrays)
         name = f"{name} (best grid point)"
     paths += [
-        plot_trajectories(arrays, out / "trajectories.png", title=f"{name}: state trajectory (seed 0)"),
+        plot_trajectories(arrays, out / "trajectories.png",
+                          title=f"{name}: state trajectory (seed 0)"),
         plot_curves(arrays, out / "movement.png", "cum_movement", "cumulative movement cost",
                     title=f"{name}: movement cost"),
         plot_curves(arrays, out / "regret.png", "cum_regret", "cumulative prediction regret",

@@ -45,11 +45,11 @@ import jax
 import jax.numpy as jnp
 
 from gsjax import algorithms, runner
-from gsjax.algorithms.base import AgentParams, AgentSpec
+from gsjax.algorithms.base import AgentSpec
 from gsjax.algorithms.decisions import RelaxParams, relax_params, soft
-from gsjax.problem import Problem, Structure
+from gsjax.problem import Structure
 
-__all__ = ["RelaxParams", "relax_params", "default_block", "run_relaxed", "make_objective"]
+__all__ = ["RelaxParams", "relax_params", "default_block", "make_objective"]
 
 
 def default_block(horizon: int) -> int:
@@ -59,39 +59,31 @@ def default_block(horizon: int) -> int:
     return min(divs, key=lambda b: (abs(b - target), b))
 
 
-def run_relaxed(seed_key, name: str, structure: Structure, spec: AgentSpec, problem: Problem,
-                params: AgentParams, relax: RelaxParams, move_cost, horizon: int,
-                block: int | None = None, checkpoint: bool = True) -> runner.RunTotals:
-    """One seed of the relaxed algorithm ``name`` for ``horizon`` rounds: its
-    :class:`~gsjax.runner.RunTotals` (update counts soft), differentiable in ``params``,
-    ``relax`` and ``move_cost``.
+def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: int,
+                   problem_per_seed: bool, block: int | None = None, checkpoint: bool = True):
+    """``objective(params, relax, seed_keys, problem, move_cost) -> (mean, per_seed_totals)``:
+    the mean over seeds of prediction regret + movement cost of the relaxed algorithm ``name``
+    run for ``horizon`` rounds, differentiable in ``params``, ``relax`` and ``move_cost``
+    (un-jitted; wrap in ``jax.jit`` / ``jax.value_and_grad(..., has_aux=True)``). The per-seed
+    :class:`~gsjax.runner.RunTotals` have soft update counts.
 
     Args:
       block: rounds per checkpointed block (must divide ``horizon``; default
         :func:`default_block`).
       checkpoint: wrap each block in ``jax.checkpoint`` (set False to measure what it saves).
     """
-    horizon = runner.check_rounds(horizon, "horizon", "run_relaxed")
+    horizon = runner.check_rounds(horizon, "horizon", "make_objective")
     block = default_block(horizon) if block is None else block
     if horizon % block:
         raise ValueError(f"block {block} does not divide horizon {horizon}")
-    algo = algorithms.make(name, structure, spec, soft(relax))
-    carry = runner.init_carry(seed_key, algo, structure, problem, params)
-    carry, _ = runner.advance(carry, 0, seed_key, algo, structure, problem, params, move_cost,
-                              horizon, block, checkpoint)
-    return carry.totals
-
-
-def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: int,
-                   problem_per_seed: bool, block: int | None = None, checkpoint: bool = True):
-    """``objective(params, relax, seed_keys, problem, move_cost) -> (mean, per_seed_totals)``:
-    the mean over seeds of prediction regret + movement cost of the relaxed run (un-jitted;
-    wrap in ``jax.jit`` / ``jax.value_and_grad(..., has_aux=True)``)."""
     pax = 0 if problem_per_seed else None
 
     def one(seed_key, problem, params, relax, move_cost):
-        return run_relaxed(seed_key, name, structure, spec, problem, params, relax, move_cost,
-                           horizon, block, checkpoint)
+        algo = algorithms.make(name, structure, spec, soft(relax))
+        carry = runner.init_carry(seed_key, algo, structure, problem, params)
+        carry, _ = runner.advance(carry, 0, seed_key, algo, structure, problem, params,
+                                  move_cost, horizon, block, checkpoint)
+        return carry.totals
 
     def objective(params, relax, seed_keys, problem, move_cost):
         tot = jax.vmap(one, in_axes=(0, pax, None, None, None))(

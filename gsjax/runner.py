@@ -15,9 +15,11 @@ Round ``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` with ``s_0`` the p
 so the first move is charged like any other. A criterion's "change" in round ``t`` means some
 coordinate of its scope took a new value (``s_t != s_{t-1}``), whatever triggered it.
 
-The loop is shared with :mod:`gsjax.oco.runner`: record blocks (:func:`scan_blocks`), padded and
-sharded seeds (:func:`seed_batch`), chunks with the non-finite check and checkpoints
-(:func:`drive`).
+The round is written once (:func:`_round_fn`): for one seed, which under ``vmap`` is the
+reference form (:func:`advance`), and for a batch of seeds stepped together that solves only the
+seeds that re-optimise (:func:`advance_compact`). The loop is shared with
+:mod:`gsjax.oco.runner`: record blocks (:func:`scan_blocks`), padded and sharded seeds
+(:func:`seed_batch`), chunks with the non-finite check and checkpoints (:func:`drive`).
 """
 
 from __future__ import annotations
@@ -28,36 +30,16 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
 from gsjax.problem import Problem, Structure, observe
 
 __all__ = [
-    "RunTotals",
-    "Records",
-    "seed_keys",
-    "run",
-    "run_compact",
-    "Carry",
-    "init_carry",
-    "init_carry_batch",
-    "advance",
-    "advance_compact",
-    "make_chunked",
-    "auto_chunk",
-    "make_sweep",
-    "sweep",
-    "shard_seed_axis",
-    "carry_sharding",
-    "SweepResult",
-    "NonFiniteFeedback",
-    "check_rounds",
-    "scan_blocks",
-    "SeedBatch",
-    "seed_batch",
-    "unpad",
-    "check_chunk",
-    "drive",
+    "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
+    "seed_keys", "init_carry", "advance", "advance_compact", "run", "make_chunked",
+    "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
+    "seed_batch", "unpad", "drive",
 ]
 
 
@@ -88,22 +70,6 @@ class Records(NamedTuple):
 def seed_keys(root_key: jax.Array, seed_ids: jax.Array) -> jax.Array:
     """Per-seed keys ``fold_in(root, i)`` for global seed ids (S,)."""
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(root_key, seed_ids)
-
-
-def _zero_totals(k: int, dtype, counts=jnp.int32) -> RunTotals:
-    """Zero totals; ``counts`` is the dtype of the update counts (a relaxed algorithm's are
-    probabilities, so floats)."""
-    zero_i = jnp.zeros((k,), jnp.int32)
-    return RunTotals(
-        prediction_regret=jnp.zeros((), dtype),
-        movement_cost=jnp.zeros((), dtype),
-        updates=jnp.zeros((k,), counts),
-        changes=zero_i,
-        triggers=zero_i,
-        reoptimisations=jnp.zeros((), counts),
-        max_lcb_residual=jnp.zeros((), dtype),
-        first_nonfinite=jnp.zeros((), jnp.int32),
-    )
 
 
 def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move_cost, t
@@ -181,82 +147,35 @@ def _record(carry: Carry) -> Records:
 
 def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: Problem,
                params: AgentParams) -> Carry:
-    """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``."""
-    state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
-    dtype = problem.dtype
-    counts = dtype if algo.relaxed else jnp.int32
-    return Carry(state, problem.s0, _zero_totals(structure.num_criteria, dtype, counts))
+    """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``.
 
-
-def advance(
-    carry: Carry,
-    t0,
-    seed_key: jax.Array,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    num_rounds: int,
-    record_every: int = 1,
-    checkpoint: bool = False,
-) -> tuple[Carry, Records]:
-    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); ``checkpoint``:
-    rematerialise each record block in reverse mode (:func:`scan_blocks`)."""
-
-    def round_(carry, t):
-        state, s_prev, tot = carry
-        key_t = jax.random.fold_in(seed_key, t)
-        action, state = algo.act(jax.random.fold_in(key_t, 1), state, params, problem)
-        fb = observe(jax.random.fold_in(key_t, 0), structure, problem, action)
-        state, info = algo.update(jax.random.fold_in(key_t, 2), state, action, fb, params, problem)
-        tot = _accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
-        return Carry(state, action, tot)
-
-    return scan_blocks(round_, _record, carry, num_rounds, record_every, t0, checkpoint)
-
-
-def run(
-    seed_key: jax.Array,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    horizon: int,
-    record_every: int = 1,
-) -> tuple[BanditState, RunTotals, Records]:
-    """One seed, ``horizon`` rounds (static), as nested ``lax.scan``s.
-
-    Args:
-      seed_key: this seed's key (``fold_in(root, seed_id)``).
-      algo: a :class:`BanditAlgorithm`.
-      structure, problem: the environment.
-      params: the algorithm's float hyperparameters.
-      move_cost: () movement weight ``lambda`` of the regret.
-      horizon: number of rounds ``T``; must be a multiple of ``record_every``.
-      record_every: keep the curves every this many rounds.
-
-    Returns:
-      ``(final_state, totals, records)``.
+    The update counts of a relaxed algorithm are probabilities, so floats.
     """
-    check_rounds(horizon, "horizon", "run")
-    check_rounds(record_every, "record_every", "run")
-    carry = init_carry(seed_key, algo, structure, problem, params)
-    carry, records = advance(
-        carry, 0, seed_key, algo, structure, problem, params, move_cost, horizon, record_every
+    state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
+    dtype, k = problem.dtype, structure.num_criteria
+    counts = dtype if algo.relaxed else jnp.int32
+    zero_i = jnp.zeros((k,), jnp.int32)
+    totals = RunTotals(
+        prediction_regret=jnp.zeros((), dtype),
+        movement_cost=jnp.zeros((), dtype),
+        updates=jnp.zeros((k,), counts),
+        changes=zero_i,
+        triggers=zero_i,
+        reoptimisations=jnp.zeros((), counts),
+        max_lcb_residual=jnp.zeros((), dtype),
+        first_nonfinite=jnp.zeros((), jnp.int32),
     )
-    return carry.state, carry.totals, records
+    return Carry(state, problem.s0, totals)
 
 
-def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer: int):
+def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int):
     """Solve only the seeds whose request asks for it, ``buffer`` seeds at a time.
 
-    The seeds that re-optimise are gathered into a fixed-size buffer (``jnp.nonzero`` with a
-    static size), solved with a ``vmap`` of the buffer's width, and scattered back; a
-    ``while_loop`` runs ``ceil(count / buffer)`` such chunks, so the round costs what its
-    triggers cost, not ``seeds x solver``. Per seed the solver sees exactly the inputs of the
-    ``where`` form (:func:`run`), so results are the same.
+    ``solve`` is ``algo.solve`` vmapped over seeds. The seeds that re-optimise are gathered
+    into a fixed-size buffer (``jnp.nonzero`` with a static size), solved with a ``vmap`` of
+    the buffer's width, and scattered back; a ``while_loop`` runs ``ceil(count / buffer)`` such
+    chunks, so the round costs what its triggers cost, not ``seeds x solver``. Per seed the
+    solver sees exactly the inputs of the ``where`` form (:func:`run`), so results are the same.
     """
     num = requests.reoptimise.shape[0]
     padded = -(-num // buffer) * buffer
@@ -273,9 +192,7 @@ def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer:
         idx = jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
         gidx = jnp.minimum(idx, num - 1)  # padding entries read a real row, then are dropped
         prob = take(problem, gidx) if pax == 0 else problem
-        s_b, r_b = jax.vmap(algo.solve, in_axes=(0, 0, 0, None, pax))(
-            keys[gidx], take(states, gidx), take(requests, gidx), params, prob
-        )
+        s_b, r_b = solve(keys[gidx], take(states, gidx), take(requests, gidx), params, prob)
         s_out = s_out.at[idx].set(s_b, mode="drop")
         r_out = r_out.at[idx].set(r_b, mode="drop")
         return s_out, r_out
@@ -284,67 +201,80 @@ def _solve_compacted(algo, keys, states, requests, params, problem, pax, buffer:
     return jax.lax.fori_loop(0, num_chunks, body, init)
 
 
-def init_carry_batch(keys, algo, structure, problem, params, problem_per_seed=False) -> Carry:
-    """:func:`init_carry` for a batch of seed keys (S,)."""
-    pax = 0 if problem_per_seed else None
-    return jax.vmap(init_carry, in_axes=(0, None, None, pax, None))(
-        keys, algo, structure, problem, params
-    )
+def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move_cost, keys,
+              buffer: int | None = None, pax=None):
+    """The round, ``(carry, t) -> carry`` for round ``t``, written once for both forms.
+
+    ``buffer=None``: one seed (``keys`` its key), ``algo.update`` re-optimising under its own
+    ``cond``; under ``vmap`` this is the reference ``where`` form. Otherwise the batch of seeds
+    ``keys`` (S,) stepped together (problem axis ``pax``): every step is vmapped over the
+    seeds, and ``update`` is ``prepare`` followed by ``solve`` for the seeds that ask for it
+    only, ``buffer`` at a time (:func:`_solve_compacted`). The keys are the module docstring's.
+    """
+    if buffer is None:
+        lift = lambda f, *axes: f  # noqa: E731
+        update = algo.update
+    else:
+        lift = lambda f, *axes: jax.vmap(f, in_axes=axes)  # noqa: E731
+        prepare = lift(algo.prepare, 0, 0, 0, 0, None, pax)
+        solve = lift(algo.solve, 0, 0, 0, None, pax)
+        buffer = min(buffer, keys.shape[0])
+
+        def update(key, states, action, fb, params, problem):
+            states, requests, info = prepare(key, states, action, fb, params, problem)
+            if algo.always_solves:
+                s_new, resid = solve(key, states, requests, params, problem)
+            else:
+                s_new, resid = _solve_compacted(solve, key, states, requests, params, problem,
+                                                pax, buffer)
+            return states._replace(s=s_new), info._replace(lcb_residual=resid)
+
+    fold = lift(jax.random.fold_in, 0, None)
+    act = lift(algo.act, 0, 0, None, pax)
+    see = lift(lambda key, prob, s: observe(key, structure, prob, s), 0, pax, 0)
+    accumulate = lift(_accumulate, 0, pax, 0, 0, 0, 0, None, None)
+
+    def round_(carry: Carry, t) -> Carry:
+        state, s_prev, tot = carry
+        key_t = fold(keys, t)
+        action, state = act(fold(key_t, 1), state, params, problem)
+        fb = see(fold(key_t, 0), problem, action)
+        state, info = update(fold(key_t, 2), state, action, fb, params, problem)
+        tot = accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
+        return Carry(state, action, tot)
+
+    return round_
 
 
-def advance_compact(
-    carry: Carry,
-    t0,
-    seed_keys_: jax.Array,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    num_rounds: int,
-    record_every: int = 1,
-    buffer: int = 8,
-    problem_per_seed: bool = False,
-) -> tuple[Carry, Records]:
+def advance(carry: Carry, t0, seed_key: jax.Array, algo: BanditAlgorithm, structure: Structure,
+            problem: Problem, params: AgentParams, move_cost, num_rounds: int,
+            record_every: int = 1, checkpoint: bool = False) -> tuple[Carry, Records]:
+    """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); ``checkpoint``:
+    rematerialise each record block in reverse mode (:func:`scan_blocks`)."""
+    round_ = _round_fn(algo, structure, problem, params, move_cost, seed_key)
+    return scan_blocks(round_, _record, carry, num_rounds, record_every, t0, checkpoint)
+
+
+def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorithm,
+                    structure: Structure, problem: Problem, params: AgentParams, move_cost,
+                    num_rounds: int, record_every: int = 1, buffer: int = 8,
+                    problem_per_seed: bool = False) -> tuple[Carry, Records]:
     """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger.
 
-    See :func:`run_compact`. Records are seed-first, ``(S, R, ...)``.
+    Same keys, same per-seed arithmetic and same results as ``vmap(advance)``; the cost of a
+    round follows the number of seeds that re-optimise in it (DESIGN section 4). The round loop
+    is a ``lax.scan`` outside the seed axis, with a data-dependent ``while_loop`` over solver
+    chunks inside: not reverse-mode differentiable (use :func:`advance` for gradients).
+    Records are seed-first, ``(S, R, ...)``, as ``vmap(advance)``'s.
     """
     pax = 0 if problem_per_seed else None
-    fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
-    num = seed_keys_.shape[0]
-    observe_b = jax.vmap(lambda key, prob, s: observe(key, structure, prob, s), in_axes=(0, pax, 0))
-    act_b = jax.vmap(algo.act, in_axes=(0, 0, None, pax))
-    prepare_b = jax.vmap(algo.prepare, in_axes=(0, 0, 0, 0, None, pax))
-    accumulate_b = jax.vmap(_accumulate, in_axes=(0, pax, 0, 0, 0, 0, None, None))
-
-    def round_(carry, t):
-        states, s_prev, tot = carry
-        key_t = fold(seed_keys_, t)
-        k_upd = fold(key_t, 2)
-        action, states = act_b(fold(key_t, 1), states, params, problem)
-        fb = observe_b(fold(key_t, 0), problem, action)
-        states, requests, info = prepare_b(k_upd, states, action, fb, params, problem)
-        if algo.always_solves:
-            s_new, resid = jax.vmap(algo.solve, in_axes=(0, 0, 0, None, pax))(
-                k_upd, states, requests, params, problem
-            )
-        else:
-            s_new, resid = _solve_compacted(
-                algo, k_upd, states, requests, params, problem, pax, min(buffer, num)
-            )
-        states = states._replace(s=s_new)
-        info = info._replace(lcb_residual=resid)
-        tot = accumulate_b(tot, problem, action, s_prev, fb, info, move_cost, t)
-        return Carry(states, action, tot)
-
+    round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
     carry, records = scan_blocks(round_, _record, carry, num_rounds, record_every, t0)
-    # Records come out round-major (R, S, ...); put the seed axis first as vmap(run) does.
     return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
 
 
-def run_compact(
-    seed_keys_: jax.Array,
+def run(
+    seed_key: jax.Array,
     algo: BanditAlgorithm,
     structure: Structure,
     problem: Problem,
@@ -352,66 +282,28 @@ def run_compact(
     move_cost,
     horizon: int,
     record_every: int = 1,
-    buffer: int = 8,
-    problem_per_seed: bool = False,
 ) -> tuple[BanditState, RunTotals, Records]:
-    """A batch of seeds stepped together, re-optimising only the seeds that triggered.
-
-    Same keys, same per-seed arithmetic and same results as ``vmap(run)``; the cost of a
-    round follows the number of seeds that re-optimise in it (DESIGN section 4). The round loop is a ``lax.scan`` outside the seed
-    axis, with a data-dependent ``while_loop`` over solver chunks inside: not reverse-mode
-    differentiable (use :func:`run` for gradients).
-    """
-    check_rounds(horizon, "horizon", "run_compact")
-    check_rounds(record_every, "record_every", "run_compact")
-    carry = init_carry_batch(seed_keys_, algo, structure, problem, params, problem_per_seed)
-    carry, records = advance_compact(
-        carry, 0, seed_keys_, algo, structure, problem, params, move_cost, horizon,
-        record_every, buffer, problem_per_seed,
+    """One seed (key ``fold_in(root, seed_id)``), ``horizon`` rounds (static, a multiple of
+    ``record_every``), as nested ``lax.scan``s: ``(final_state, totals, records)``.
+    ``move_cost`` is the movement weight ``lambda`` of the regret."""
+    check_rounds(horizon, "horizon", "run")
+    check_rounds(record_every, "record_every", "run")
+    carry = init_carry(seed_key, algo, structure, problem, params)
+    carry, records = advance(
+        carry, 0, seed_key, algo, structure, problem, params, move_cost, horizon, record_every
     )
     return carry.state, carry.totals, records
 
 
-def _seed_mesh() -> jax.sharding.Mesh:
-    """A 1-D mesh ``("seeds",)`` over every device.
+def _by_seed(spec: PartitionSpec) -> NamedSharding:
+    """``spec`` on a 1-D mesh ``("seeds",)`` over every device.
 
     Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
     under which vmap refuses operands with different shardings).
     """
-    return jax.make_mesh(
-        (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
-    )
-
-
-def shard_seed_axis(keys: jax.Array, per_seed_problem, problem):
-    """Place the seed axis of ``keys`` (and of a per-seed problem) on a 1-D device mesh.
-
-    Returns ``(keys, problem)``; a shared problem is replicated.
-    """
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    mesh = _seed_mesh()
-    by_seed = NamedSharding(mesh, PartitionSpec("seeds"))
-    keys = jax.device_put(keys, by_seed)
-    if per_seed_problem is not None:
-        problem = jax.device_put(per_seed_problem, by_seed)
-    else:
-        problem = jax.device_put(problem, NamedSharding(mesh, PartitionSpec()))
-    return keys, problem
-
-
-def carry_sharding(carry_shapes, grid: bool = False):
-    """One sharding per carry leaf: the seed axis (0, or 1 under a grid) split over devices.
-
-    The chunked runner places the carry with it after ``init`` and on resume, and compiles the
-    chunk to return it, so every chunk receives the sharding it was compiled for (XLA is free
-    to pick another for an unconstrained output, and a reused executable refuses it).
-    """
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    spec = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
-    by_seed = NamedSharding(_seed_mesh(), spec)
-    return jax.tree_util.tree_map(lambda _: by_seed, carry_shapes)
+    mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
+                         axis_types=(jax.sharding.AxisType.Auto,))
+    return NamedSharding(mesh, spec)
 
 
 class NonFiniteFeedback(FloatingPointError):
@@ -476,10 +368,9 @@ def make_chunked(
     check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
     check_rounds(record_every, "record_every", "make_chunked")
     pax = 0 if problem_per_seed else None
+    init = jax.vmap(lambda key, prob, prm: init_carry(key, algo, structure, prob, prm),
+                    in_axes=(0, pax, None))
     if compact:
-
-        def init(keys, problem, params):
-            return init_carry_batch(keys, algo, structure, problem, params, problem_per_seed)
 
         def chunk(carry, t0, keys, problem, params, move_cost):
             return advance_compact(
@@ -488,10 +379,6 @@ def make_chunked(
             )
 
     else:
-        init = jax.vmap(
-            lambda key, prob, prm: init_carry(key, algo, structure, prob, prm),
-            in_axes=(0, pax, None),
-        )
         chunk = jax.vmap(
             lambda c, t0, key, prob, prm, mc: advance(
                 c, t0, key, algo, structure, prob, prm, mc, chunk_rounds, record_every
@@ -518,7 +405,7 @@ def make_sweep(
 
     ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
     cost every round, the lazy ``cond`` becoming a select under ``vmap``).
-    ``compact=True``: :func:`run_compact`, whose solver cost follows the triggers.
+    ``compact=True``: :func:`advance_compact`, whose solver cost follows the triggers.
     ``grid=True``: ``params`` and ``move_cost`` carry a leading grid axis ``G`` and the sweep
     is ``vmap``-ed over it too, in the same compiled program; outputs are ``(G, S, ...)``.
 
@@ -573,8 +460,11 @@ def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
                 lambda a: jnp.concatenate([a, jnp.repeat(a[:1], target - num, axis=0)]), problem
             )
     keys = seed_keys(root_key, seed_ids)
-    if shard:
-        keys, problem = shard_seed_axis(keys, problem if problem_per_seed else None, problem)
+    if shard:  # the seed axis split over the devices; a shared problem replicated
+        by_seed = _by_seed(PartitionSpec("seeds"))
+        keys = jax.device_put(keys, by_seed)
+        problem = jax.device_put(problem, by_seed if problem_per_seed else
+                                 _by_seed(PartitionSpec()))
     return SeedBatch(seed_ids, keys, problem, num, bool(shard))
 
 
@@ -605,8 +495,8 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
 
     ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
     params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
-    are compiled once; sharded, the carry keeps one sharding (:func:`carry_sharding`). After
-    each chunk ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
+    are compiled once; sharded, the carry keeps one sharding. After each chunk
+    ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
     (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, records_so_far)``
     gets host copies and ``progress(rounds_done, horizon)`` is called;
     ``start=(carry_leaves, rounds_done, records_so_far)`` continues there. Returns ``(carry,
@@ -617,9 +507,12 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     axis = 2 if grid else 1
     carry_shapes = jax.eval_shape(init_fn, keys, problem, params)
     if batch.shard:
-        # One sharding for the carry across chunks: init returns it, a resumed carry is placed
-        # on it, and the chunk is compiled to take and return it.
-        c_shard = carry_sharding(carry_shapes, grid)
+        # One sharding for the carry across chunks (its seed axis split): init returns it, a
+        # resumed carry is placed on it, and the chunk is compiled to take and return it (XLA
+        # is free to pick another for an unconstrained output, and a reused executable
+        # refuses it).
+        spec = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
+        c_shard = jax.tree_util.tree_map(lambda _: _by_seed(spec), carry_shapes)
         init_fn = jax.jit(init_fn, out_shardings=c_shard)
         chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
     t0 = time.perf_counter()
@@ -684,7 +577,7 @@ def sweep(
 
     The seeds are padded and, with ``shard`` (default: when there are several devices), split
     over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
-    changes a number. ``compact=None`` chooses :func:`run_compact` for algorithms with a
+    changes a number. ``compact=None`` chooses :func:`advance_compact` for algorithms with a
     ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
     ``max(2, seeds // 16)``. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
     grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).

@@ -17,7 +17,7 @@ The round: ``t <- t + 1``; the estimator adds the observation; criterion ``i`` f
 (:mod:`gsjax.lcb`) over the free coordinates, in a ``lax.cond`` (hard) or every round with the
 policy blended (soft). ``prepare`` is the cheap half (statistics, trigger, references) and
 ``solve`` the expensive one, so a batched runner can solve only the seeds that fired
-(:func:`gsjax.runner.run_compact`). The first policy is ``argmin LCB_0`` (prior statistics) from
+(:func:`gsjax.runner.advance_compact`). The first policy is ``argmin LCB_0`` (prior statistics) from
 ``s0``, not counted as an update; the update of round ``t`` gives the policy of round ``t + 1``.
 
 Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12,

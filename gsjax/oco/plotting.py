@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax.plotting import _plt, _save
+from gsjax.plotting import _finish, _grouped_bars, _plt, _save
 
 __all__ = ["plot_all", "plot_rates", "plot_tradeoff", "plot_per_component", "plot_trajectory"]
 
@@ -45,13 +45,11 @@ def plot_rates(summary: dict, entry: str, path) -> Path:
                                     f"(paper {row['paper'][q]:.3g})")
             ref = means[0] * (Ts / Ts[0]) ** row["paper"][q]
             ax.loglog(Ts, ref, ":", color=line.get_color(), lw=1)
-        ax.set_xlabel("T")
         ax.set_title(f"{title}\nmeasured exponent (paper's, dotted)", fontsize=9)
-        if ax.get_legend_handles_labels()[0]:  # none when every mean is <= 0
-            ax.legend(fontsize=7)
-        ax.grid(alpha=0.3, which="both")
+        # no legend when every mean is <= 0
+        _finish(ax, 7 if ax.get_legend_handles_labels()[0] else None, which="both", xlabel="T")
     fig.suptitle(f"{summary['meta']['name']}: {entry}", fontsize=10, y=1.04)
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
@@ -72,14 +70,10 @@ def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
         ax.plot(M, lam * mv, "--", color=line.get_color(), lw=1, label=f"λ·movement, λ = {lam:g}")
         j = int(np.argmin(lr + lam * mv))
         ax.plot([M[j]], [lr[j] + lam * mv[j]], "*", color=line.get_color(), ms=12)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("switching budget M (expected switches)")
-    ax.set_ylabel("mean over seeds")
     ax.set_title(f"{summary['meta']['name']}: {entry}, T = {T} (★ best M per λ)", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, which="both")
-    return _save(fig, Path(path))
+    _finish(ax, 7, which="both", xscale="log", yscale="log",
+            xlabel="switching budget M (expected switches)", ylabel="mean over seeds")
+    return _save(fig, path)
 
 
 def plot_per_component(summary: dict, path) -> Path | None:
@@ -91,20 +85,15 @@ def plot_per_component(summary: dict, path) -> Path | None:
         return None
     k = len(entries[0][1]["loss_regret_per_component"]["mean"])
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    width = 0.8 / len(entries)
-    x = np.arange(k)
-    for i, (name, pt) in enumerate(entries):
-        for ax, key in zip(axes, ("loss_regret_per_component", "movement_per_component",
-                                  "switches")):
-            ax.bar(x + i * width, pt[key]["mean"], width, yerr=pt[key]["stderr"], label=name)
-    for ax, title in zip(axes, ("loss regret", "movement (l1)", "switches")):
-        ax.set_xticks(x + 0.4 - width / 2)
-        ax.set_xticklabels([f"comp {i}" for i in range(k)])
+    for ax, key, title in zip(axes, ("loss_regret_per_component", "movement_per_component",
+                                     "switches"), ("loss regret", "movement (l1)", "switches")):
+        series = [(name, pt[key]["mean"], pt[key]["stderr"]) for name, pt in entries]
+        _grouped_bars(ax, series, [f"comp {i}" for i in range(k)])
         ax.set_title(f"{title} per component, T = {T}", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7)
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_trajectory(cfg, arrays: dict, path, max_points: int = 3) -> Path | None:
@@ -129,21 +118,17 @@ def plot_trajectory(cfg, arrays: dict, path, max_points: int = 3) -> Path | None
     axes[0, 0].legend(fontsize=7)
     axes[-1, 0].set_xlabel("round")
     fig.tight_layout()
-    return _save(fig, Path(path))
+    return _save(fig, path)
 
 
 def plot_all(cfg, summary: dict, arrays: dict, out_dir) -> list[Path]:
     out = Path(out_dir)
-    paths = []
     fitted = sorted({f["entry"] for f in summary["fits"]
                      if f["budget_exponent"] != 1.0 or f["algorithm"] != "ogd"})
-    for name in fitted:
-        paths.append(plot_rates(summary, name, out / f"rates_{name}.png"))
-    for name in sorted({t["entry"] for t in summary["tradeoff"]}):
-        paths.append(plot_tradeoff(summary, name, out / f"tradeoff_{name}.png", cfg.move_costs))
-    for p in (plot_per_component(summary, out / "per_component.png"),
-              plot_trajectory(cfg, arrays, out / "trajectory.png")):
-        if p is not None:
-            paths.append(p)
-    return paths
+    paths = [plot_rates(summary, name, out / f"rates_{name}.png") for name in fitted]
+    paths += [plot_tradeoff(summary, name, out / f"tradeoff_{name}.png", cfg.move_costs)
+              for name in sorted({t["entry"] for t in summary["tradeoff"]})]
+    optional = (plot_per_component(summary, out / "per_component.png"),
+                plot_trajectory(cfg, arrays, out / "trajectory.png"))
+    return paths + [p for p in optional if p is not None]
 

@@ -202,6 +202,8 @@ def make_chunked(algo: OCOAlgorithm, spec: OCOSpec, horizon: int, chunk_rounds: 
 
 
 class SweepOutput(NamedTuple):
+    """Host results of :func:`sweep` and its timings."""
+
     result: OCOResult  # host arrays (S, G, ...)
     records: OCORecords | None  # host arrays (record_seeds, G, R, ...)
     compile_seconds: float
