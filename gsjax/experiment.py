@@ -418,7 +418,7 @@ def learned_graph_summary(final: dict) -> dict:
 
 
 def summarise(result: ExperimentResult) -> dict:
-    """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details).
+    """The ``summary.json`` content (:func:`write_results` adds the config hash and commit).
 
     For a ``[grid]`` run, ``algorithms[NAME]`` describes the grid point with the lowest mean
     total regret (named in its ``grid_point``), and ``grid`` lists every point.
