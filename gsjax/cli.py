@@ -1,4 +1,5 @@
-"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``reproduce``, ``tuner`` and ``tune``.
+"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``tuner`` and ``tune`` (bandit
+and ``kind = "oco"`` configs alike; :mod:`gsjax.__main__` adds ``reproduce``).
 
 User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
 with status 2, without a traceback.
@@ -13,15 +14,14 @@ from pathlib import Path
 
 from gsjax import experiment, plotting, results, tune, tuner_cli
 from gsjax.config import ConfigError, find_config, load_config, parse_config
-from gsjax.experiment import run_config, write_results
-from gsjax.oco import cli as oco_cli
 from gsjax.oco import experiment as oco_experiment
 from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
-from gsjax.results import read_json
 
 __all__ = ["main", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG = "section7_2"
+
+
 def progress_reporter(stream=None):
     """A progress factory for :func:`gsjax.experiment.run_experiment`.
 
@@ -79,61 +79,51 @@ def _cmd_run(args) -> int:
         if not resolved.is_file():
             raise ConfigError("--resume", f"{resolved} not found: not a gsjax run folder")
         if overrides:
-            raise ConfigError("--resume", "resumes the folder's own config; drop --set/--seeds/--horizon")
-        raw = read_json(resolved)
+            raise ConfigError("--resume",
+                              "resumes the folder's own config; drop --set/--seeds/--horizon")
+        raw = results.read_json(resolved)
         args.out = Path(args.resume)
         oco = raw.get("kind") == "oco"
         cfg = parse_oco_config(raw) if oco else parse_config(raw)
     else:
         path = find_config(args.config)
-        oco = _is_oco(path)  # Section 6 (full-information OCO): gsjax.oco
+        oco = config_kind(path) == "oco"  # Section 6 (full-information OCO): gsjax.oco
         cfg = load_oco_config(path, overrides) if oco else load_config(path, overrides)
-    if oco:
-        _check_chunk(args.chunk,
-                     [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons])
-        return oco_cli.cmd_run(args, cfg, _progress(args))
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
-    out = args.out or Path("runs") / cfg.name
-    _check_chunk(args.chunk, [(cfg.horizon, cfg.record_every)])
-    run_config(cfg, out, log=(lambda *a, **k: None) if args.quiet else print,
-               seed_start=args.seed_start, chunk_rounds=args.chunk,
-               progress=_progress(args))
-    return 0
-
-
-def _check_chunk(chunk, horizons) -> None:
-    """``--chunk`` must divide each horizon and be a multiple of its ``record_every``
-    (``horizons``: ``(horizon, record_every)`` pairs)."""
+    if oco:
+        horizons = [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons]
+    else:
+        horizons = [(cfg.horizon, cfg.record_every)]
     for horizon, every in horizons:
-        if chunk is not None and (chunk < 1 or horizon % chunk or chunk % every):
+        if args.chunk is not None and (args.chunk < 1 or horizon % args.chunk
+                                       or args.chunk % every):
             raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
-                              f"of record_every ({every}); got {chunk}")
-
-
-def _progress(args):
-    """The progress factory of a ``gsjax run`` (None with ``--quiet``)."""
-    return None if args.quiet else progress_reporter()
-
-
-def _is_oco(path) -> bool:
-    """Whether a config file is marked ``kind = "oco"`` (handled by :mod:`gsjax.oco`)."""
-    return config_kind(path) == "oco"
+                              f"of record_every ({every}); got {args.chunk}")
+    run = oco_experiment.run_and_write if oco else experiment.run_config
+    run(cfg, args.out or Path("runs") / cfg.name,
+        log=(lambda *a, **k: None) if args.quiet else print, seed_start=args.seed_start,
+        chunk_rounds=args.chunk, progress=None if args.quiet else progress_reporter())
+    return 0
 
 
 def _cmd_merge(args) -> int:
     res = experiment.merge(args.dirs)
-    write_results(res, args.out, extra_meta={"merged_from": [str(d) for d in args.dirs]})
+    experiment.write_results(res, args.out,
+                             extra_meta={"merged_from": [str(d) for d in args.dirs]})
     return 0
 
 
 def _cmd_check(args) -> int:
     path = find_config(args.config)
-    if _is_oco(path):
-        return oco_cli.cmd_check(path, list(args.set or []))
-    cfg = load_config(path, list(args.set or []))
-    experiment.build(cfg)
-    print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms)")
+    oco = config_kind(path) == "oco"
+    cfg = (load_oco_config if oco else load_config)(path, list(args.set or []))
+    if oco:
+        oco_experiment.check(cfg)
+    else:
+        experiment.build(cfg)
+    kind = ", kind = 'oco'" if oco else ""
+    print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms{kind})")
     return 0
 
 
@@ -141,13 +131,13 @@ def _cmd_plot(args) -> int:
     d = Path(args.dir)
     if not (d / "arrays.npz").is_file():
         raise ConfigError("<file>", f"{d}/arrays.npz not found: not a gsjax run folder")
-    arrays = results.read_npz(d / "arrays.npz")
-    if results.read_json(d / "summary.json")["meta"].get("kind") == "oco":
-        for p in oco_experiment.replot(d):
-            print(p)
-        return 0
-    name = results.read_json(d / "summary.json")["meta"].get("name", d.name)
-    for p in plotting.plot_all(arrays, d, name=name):
+    meta = results.read_json(d / "summary.json")["meta"]
+    if meta.get("kind") == "oco":
+        paths = oco_experiment.replot(d)
+    else:
+        paths = plotting.plot_all(results.read_npz(d / "arrays.npz"), d,
+                                  name=meta.get("name", d.name))
+    for p in paths:
         print(p)
     return 0
 

@@ -1,16 +1,19 @@
-"""From a validated config to results: build the problem and algorithms, run, summarise, save.
+"""From a validated config to a run folder: build, run, summarise, write.
 
-:func:`build` turns an :class:`~gsjax.config.ExperimentConfig` into JAX objects and performs
-the checks that need the built structure (explicit ``theta*`` row lengths, the vertex solver's
-limits, ``record_every``); every failure is a :class:`~gsjax.config.ConfigError` naming the
-field, raised before anything is compiled. :func:`run_experiment` runs every algorithm entry
-over the same seeds (the same keys, hence the same noise draws for every algorithm), and
-:func:`summarise` reduces the runs to the ``summary.json`` schema.
+:func:`build` turns an :class:`~gsjax.config.ExperimentConfig` into JAX objects; the checks
+that need the built structure raise a :class:`~gsjax.config.ConfigError` naming the field
+before anything is compiled. :func:`run_experiment` runs every algorithm entry over the same
+seeds (the same keys, hence the same noise draws), and :func:`summarise` reduces the runs to
+``summary.json``. The run-folder steps both experiment kinds share (resume and checkpoints,
+:func:`run_sweeps`; the folder's files, :func:`run_folder` and :func:`write_folder`) are here
+too; :mod:`gsjax.oco.experiment` uses them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import itertools
 import math
 import subprocess
@@ -35,8 +38,8 @@ from gsjax.config import (
     parse_config,
 )
 from gsjax.lcb import MAX_VERTEX_COORDS
-from gsjax.problem import Problem, Structure, make_problem, make_structure
-from gsjax.results import mean_stderr, read_json, read_npz
+from gsjax.problem import Problem, Structure, feature_dim, make_problem, make_structure
+from gsjax.results import flatten, mean_stderr, read_json, read_npz
 from gsjax.runner import Records, RunTotals, SweepResult, auto_chunk, sweep
 
 __all__ = [
@@ -48,8 +51,13 @@ __all__ = [
     "build",
     "run_experiment",
     "summarise",
+    "learned_graph_summary",
     "arrays",
     "merge",
+    "run_meta",
+    "run_sweeps",
+    "run_folder",
+    "write_folder",
     "run_config",
     "write_results",
 ]
@@ -185,7 +193,8 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     built_algos = []
     for entry in cfg.algorithms:
         ac = entry.agent
-        if ac.solver == "vertex" and not structure.disjoint and structure.num_coords > MAX_VERTEX_COORDS:
+        if (ac.solver == "vertex" and not structure.disjoint
+                and structure.num_coords > MAX_VERTEX_COORDS):
             raise ConfigError(
                 f"algorithms.{entry.name}.solver",
                 f"vertex enumeration over overlapping scopes needs n <= {MAX_VERTEX_COORDS} "
@@ -206,15 +215,21 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)
-        built_algos.append(BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
+        built_algos.append(
+            BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
-def _draw(make, th, seed_ids):
-    """``make(key)`` once (a shared problem) or once per global seed id (``per_seed``)."""
+def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
+    """``make(key, **kwargs, ...)`` with ``[problem]``'s theta, noise and start, once (a shared
+    problem) or once per global seed id (``theta.per_seed``); returns ``(problem, per_seed)``."""
+    th = pc.theta
+    make = functools.partial(
+        make, **kwargs, theta_distribution=th.distribution, theta_values=th.values,
+        theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
+        rff_lengthscale=pc.rff_lengthscale, dtype=dtype)
     problem_key = jax.random.key(th.seed)
-    per_seed = bool(th.per_seed and th.distribution != "explicit")
-    if per_seed:
+    if th.per_seed and th.distribution != "explicit":
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(problem_key, seed_ids)
         return jax.jit(jax.vmap(make))(keys), True
     return jax.jit(make)(problem_key), False
@@ -224,7 +239,8 @@ def _check_explicit_theta(pc: ProblemConfig, structure: Structure, scopes: graph
     """``theta.values`` rows of each criterion's feature count, named in a ConfigError."""
     if pc.theta.distribution != "explicit":
         return
-    counts = _feature_counts(structure, scopes)
+    counts = [feature_dim(structure.features, int(m), structure.rff_dim)
+              for m in scopes.mask.sum(axis=1)]
     for i, row in enumerate(pc.theta.values):
         if len(row) != counts[i]:
             raise ConfigError(
@@ -239,33 +255,23 @@ def _build_linear(pc: ProblemConfig, seed_ids, dtype):
     scopes = _model_scopes(pc)
     structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
     _check_explicit_theta(pc, structure, scopes)
-    th = pc.theta
-
-    def make(key):
-        return make_problem(
-            key, structure, scopes, theta_distribution=th.distribution, theta_values=th.values,
-            theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
-            rff_lengthscale=pc.rff_lengthscale, dtype=dtype,
-        )
-
-    return (scopes, structure, *_draw(make, th, seed_ids))
+    return (scopes, structure, *_draw(make_problem, pc, seed_ids, dtype,
+                                         structure=structure, scopes=scopes))
 
 
 def _build_factor(pc: ProblemConfig, seed_ids, dtype):
     """Section 5.3: a factor graph (:mod:`gsjax.factor`); theta rows are checked per factor."""
-    layout = factor_layout(pc)
+    fc = pc.factor
+    if fc.layout == "clique":
+        layout = factor.clique_layout(fc.num_nodes, fc.num_coords)
+    else:
+        layout = factor.FactorLayout(fc.num_coords, fc.num_nodes, tuple(c for c, _ in fc.factors),
+                                     tuple(v for _, v in fc.factors))
     structure, scopes = factor.make_factor_structure(
-        layout, pc.features, pc.noise.kind, pc.rff_dim, pc.factor.mixing)
-    th = pc.theta
-
-    def make(key):
-        return factor.make_factor_problem(
-            key, structure, layout, theta_distribution=th.distribution, theta_values=th.values,
-            theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
-            rff_lengthscale=pc.rff_lengthscale, mixing_seed=pc.factor.mixing_seed, dtype=dtype,
-        )
-
-    return (scopes, structure, *_draw(make, th, seed_ids))
+        layout, pc.features, pc.noise.kind, pc.rff_dim, fc.mixing)
+    return (scopes, structure, *_draw(factor.make_factor_problem, pc, seed_ids, dtype,
+                                      structure=structure, layout=layout,
+                                      mixing_seed=fc.mixing_seed))
 
 
 def _build_adult(pc: ProblemConfig, seed_ids, dtype):
@@ -287,25 +293,48 @@ def _build_adult(pc: ProblemConfig, seed_ids, dtype):
 ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _build_adult}
 
 
-def factor_layout(pc: ProblemConfig):
-    """The :class:`gsjax.factor.FactorLayout` of an ``environment = "factor"`` config."""
+def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None, progress=None,
+               result=SweepResult, types=None) -> dict:
+    """Run the named sweeps of an experiment in order; returns ``{name: result}``.
 
-    fc = pc.factor
-    if fc.layout == "clique":
-        return factor.clique_layout(fc.num_nodes, fc.num_coords)
-    return factor.FactorLayout(
-        fc.num_coords, fc.num_nodes, tuple(c for c, _ in fc.factors),
-        tuple(v for _, v in fc.factors),
-    )
+    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=)`` a
+    runner's sweep with everything else bound. Given a ``folder``, a checkpoint is saved there
+    after every chunk, and one left there by the same config (``digest``) and seed range is
+    resumed: its finished runs are kept, its current run continues (``result``, ``types``: as
+    :func:`gsjax.checkpoint.load`). ``progress(name, horizon, seeds)`` returns a
+    ``callback(done, horizon)`` for a run.
+    """
+    ck = None if folder is None else checkpoint.load(folder, result, types)
+    if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
+        raise ConfigError(
+            "<resume>",
+            f"{folder} holds a checkpoint of a different config or seed range (config hash "
+            f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
+            f"{seed_start}); refusing to mix them: use another --out, or delete its "
+            "checkpoint.npz to start over")
+    if ck is not None and log is not None:
+        log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
+            f"{ck['current']} at round {ck['rounds_done']}")
+    done = {} if ck is None else dict(ck["completed"])
+    for name, horizon, chunk, run in jobs:
+        if name in done:
+            continue
+        start = on_chunk = None
+        if ck is not None and ck["current"] == name:
+            start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
+            if start[1] % chunk:
+                raise ConfigError("--chunk", f"the checkpoint stopped {name} at round {start[1]}: "
+                                  "resume with the interrupted run's chunk size (a divisor of "
+                                  f"it), got {chunk}")
+        if folder is not None:
 
+            def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
+                checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
+                                records)
 
-def _feature_counts(structure: Structure, scopes: graphs.Scopes) -> list[int]:
-    sizes = scopes.mask.sum(axis=1)
-    if structure.features == "linear":
-        return [int(m) for m in sizes]
-    if structure.features == "quadratic":
-        return [int(2 * m + 1) for m in sizes]
-    return [structure.rff_dim] * len(sizes)
+        done[name] = run(start=start, on_chunk=on_chunk,
+                         progress=None if progress is None else progress(name, horizon, seeds))
+    return done
 
 
 def run_experiment(
@@ -320,77 +349,39 @@ def run_experiment(
     """Run every algorithm entry of ``cfg`` over global seed ids
     ``seed_start .. seed_start + cfg.seeds - 1``.
 
-    Args:
-      cfg: validated config.
-      built: a :func:`build` result to reuse (built from ``cfg`` when omitted).
-      log: optional ``print``-like callable for one line per algorithm.
-      seed_start: global id of the first seed (used when ``built`` is omitted).
-      chunk_rounds: rounds per compiled chunk (default :func:`gsjax.runner.auto_chunk`: at
-        most 20 chunks); the numbers do not depend on it.
-      progress: optional ``progress(name, horizon, seeds) -> callback(done, horizon)``.
-      checkpoint_dir: when given, a checkpoint is written there after every chunk
-        (:mod:`gsjax.checkpoint`), and an existing one is resumed; one written by a different
-        config (or seed range) is refused with a ConfigError.
+    ``built``: a :func:`build` result to reuse (then its ``seed_start`` counts); ``log``: a
+    ``print``-like callable, one line per algorithm; ``chunk_rounds``: rounds per compiled chunk
+    (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
+    ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`.
     """
     if chunk_rounds is None:
         chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
     built = build(cfg, seed_start) if built is None else built
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
-    runs = {}
-    ck = None
-    if checkpoint_dir is not None:
-        digest = config_hash(cfg)
-        ck = checkpoint.load(checkpoint_dir)
-        if ck is not None and (ck["config_hash"] != digest or ck["seed_start"] != built.seed_start):
-            raise ConfigError(
-                "<resume>",
-                f"{checkpoint_dir} holds a checkpoint of a different config or seed range "
-                f"(config hash {ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: "
-                f"{digest[:12]}, {built.seed_start}); refusing to mix them: use another --out, "
-                "or delete its checkpoint.npz to start over",
-            )
-        if ck is not None:
-            runs.update(ck["completed"])
-            if log is not None:
-                log(f"resuming from {checkpoint_dir}: {', '.join(ck['completed']) or 'none'} done, "
-                    f"{ck['current']} at round {ck['rounds_done']}/{cfg.horizon}")
-    for ba in built.algorithms:
-        if ba.name in runs:
-            continue
-        start = on_chunk = None
-        if ck is not None and ck["current"] == ba.name:
-            start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
-        if checkpoint_dir is not None:
 
-            def on_chunk(leaves, done, records, name=ba.name, finished=dict(runs)):
-                checkpoint.save(checkpoint_dir, digest, built.seed_start, finished, name,
-                                leaves, done, records)
-
-        res = sweep(
-            root, seed_ids, ba.algo, built.structure, built.problem, ba.params, ba.move_cost,
-            cfg.horizon, cfg.record_every, built.problem_per_seed, grid=bool(cfg.grid),
-            chunk_rounds=chunk_rounds,
-            progress=None if progress is None else progress(ba.name, cfg.horizon, cfg.seeds),
-            start=start,
-            on_chunk=on_chunk,
-        )
-        runs[ba.name] = res
-        if log is not None:
-            t = res.totals
-            if cfg.grid:
-                total = np.mean(t.prediction_regret + t.movement_cost, axis=-1)
-                g = int(np.argmin(total))
-                log(f"{ba.name:>14s}: {len(total)} grid points, best {grid_points(cfg)[g]} "
-                    f"total regret {total[g]:.2f} (compile {res.compile_seconds:.1f}s, "
-                    f"run {res.run_seconds:.1f}s)")
-                continue
-            log(
-                f"{ba.name:>14s}: regret {float(np.mean(t.prediction_regret)):10.2f}  "
+    def run(ba, **hooks):
+        res = sweep(root, seed_ids, ba.algo, built.structure, built.problem, ba.params,
+                    ba.move_cost, cfg.horizon, cfg.record_every, built.problem_per_seed,
+                    grid=bool(cfg.grid), chunk_rounds=chunk_rounds, **hooks)
+        if log is None:
+            return res
+        t, timing = res.totals, f"compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s"
+        if cfg.grid:
+            total = np.mean(t.prediction_regret + t.movement_cost, axis=-1)
+            g = int(np.argmin(total))
+            log(f"{ba.name:>14s}: {len(total)} grid points, best {grid_points(cfg)[g]} "
+                f"total regret {total[g]:.2f} ({timing})")
+        else:
+            log(f"{ba.name:>14s}: regret {float(np.mean(t.prediction_regret)):10.2f}  "
                 f"movement {float(np.mean(t.movement_cost)):9.2f}  "
-                f"updates {float(np.mean(t.updates.sum(-1))):8.1f}  "
-                f"(compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s)"
-            )
+                f"updates {float(np.mean(t.updates.sum(-1))):8.1f}  ({timing})")
+        return res
+
+    jobs = [(ba.name, cfg.horizon, chunk_rounds, functools.partial(run, ba))
+            for ba in built.algorithms]
+    runs = run_sweeps(jobs, cfg.seeds, checkpoint_dir, config_hash(cfg), built.seed_start, log,
+                      progress)
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
 
 
@@ -428,7 +419,7 @@ def learned_graph_summary(final: dict) -> dict:
 
 
 def summarise(result: ExperimentResult) -> dict:
-    """The ``summary.json`` content (``meta`` gains timing; the CLI adds host details).
+    """The ``summary.json`` content (:func:`write_results` adds the config hash and commit).
 
     For a ``[grid]`` run, ``algorithms[NAME]`` describes the grid point with the lowest mean
     total regret (named in its ``grid_point``), and ``grid`` lists every point.
@@ -438,7 +429,6 @@ def summarise(result: ExperimentResult) -> dict:
     points = grid_points(cfg)
     algos = {}
     grid_rows = [{"point": p, "algorithms": {}} for p in points] if cfg.grid else None
-    compile_s = run_s = 0.0
     for name, res in result.runs.items():
         timing = {"compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
         if cfg.grid:
@@ -456,8 +446,6 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
-        compile_s += res.compile_seconds
-        run_s += res.run_seconds
     b = result.built
     p = b.problem
     meta = {
@@ -469,10 +457,7 @@ def summarise(result: ExperimentResult) -> dict:
         "num_criteria": b.structure.num_criteria,
         "num_coords": b.structure.num_coords,
         "features": b.structure.features,
-        "jax_version": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-        "compile_seconds": compile_s,
-        "run_seconds": run_s,
+        **run_meta(result.runs.values()),
         "s_star_residual_max": float(np.max(np.asarray(p.s_star_residual))),
     }
     if not b.problem_per_seed:
@@ -483,6 +468,13 @@ def summarise(result: ExperimentResult) -> dict:
     if cfg.grid:
         out["grid"] = {"axes": {k: list(v) for k, v in cfg.grid}, "points": grid_rows}
     return out
+
+
+def run_meta(runs) -> dict:
+    """The machine and the timings (summed over the sweep results ``runs``) in a ``meta``."""
+    return {"jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
+            "compile_seconds": sum(r.compile_seconds for r in runs),
+            "run_seconds": sum(r.run_seconds for r in runs)}
 
 
 def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
@@ -508,67 +500,57 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     for ba in result.built.algorithms:
         out[f"{ba.name}/lambda_reg"] = np.asarray(ba.params.lambda_reg)
     for name, res in result.runs.items():
-        for field, val in res.totals._asdict().items():
-            out[f"{name}/totals/{field}"] = np.asarray(val)
-        for field, val in res.records._asdict().items():
-            out[f"{name}/{field}"] = np.asarray(val)
-        for field, val in (res.final or {}).items():
-            out[f"{name}/final/{field}"] = np.asarray(val)
+        out.update(flatten(f"{name}/totals", res.totals))
+        out.update(flatten(name, res.records))
+        out.update(flatten(f"{name}/final", res.final))
     return out
-
 
 
 def merge(folders) -> ExperimentResult:
     """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
 
     Every folder must hold the same resolved config except ``seeds``, and together their seed
-    ids must form one contiguous range. Per-seed arrays are concatenated in seed order; the
-    result can be summarised and written like a single run. Timings are summed.
+    ids must form one contiguous range. Per-seed arrays are concatenated in seed order and
+    timings summed; the result is summarised and written like a single run.
     """
-    from pathlib import Path
-
-
     parts = []
-    for folder in folders:
-        folder = Path(folder)
+    for folder in map(Path, folders):
         for f in ("config.json", "arrays.npz", "summary.json"):
             if not (folder / f).is_file():
                 raise ConfigError("<merge>", f"{folder}/{f} not found: not a gsjax run folder")
-        cfg = parse_config(read_json(folder / "config.json"))
-        parts.append((folder, cfg, read_npz(folder / "arrays.npz"), read_json(folder / "summary.json")))
+        parts.append((folder, parse_config(read_json(folder / "config.json")),
+                      read_npz(folder / "arrays.npz"), read_json(folder / "summary.json")))
     if not parts:
         raise ConfigError("<merge>", "no run folders given")
     parts.sort(key=lambda p: int(p[2]["seed_ids"][0]))
-    first_dir, base = parts[0][0], parts[0][1]
-    expected = int(parts[0][2]["seed_ids"][0])
+    first_dir, base, first = parts[0][:3]
+    expected = int(first["seed_ids"][0])
     for folder, cfg, arr, _ in parts:
         if dataclasses.replace(cfg, seeds=base.seeds) != base:
-            raise ConfigError("<merge>", f"{folder}: config differs from {first_dir}'s (other than seeds)")
-        ids = arr["seed_ids"]
-        if int(ids[0]) != expected:
+            raise ConfigError("<merge>",
+                              f"{folder}: config differs from {first_dir}'s (other than seeds)")
+        if int(arr["seed_ids"][0]) != expected:
             raise ConfigError(
                 "<merge>",
-                f"{folder}: seeds start at {int(ids[0])}, expected {expected} "
+                f"{folder}: seeds start at {int(arr['seed_ids'][0])}, expected {expected} "
                 "(the folders must cover one contiguous, non-overlapping range)",
             )
-        expected = int(ids[-1]) + 1
-    total = sum(len(p[2]["seed_ids"]) for p in parts)
-    cfg = dataclasses.replace(base, seeds=total)
-    built = build(cfg, seed_start=int(parts[0][2]["seed_ids"][0]))
+        expected = int(arr["seed_ids"][-1]) + 1
+    cfg = dataclasses.replace(base, seeds=sum(len(p[2]["seed_ids"]) for p in parts))
+    built = build(cfg, seed_start=int(first["seed_ids"][0]))
     axis = 1 if cfg.grid else 0
 
     def cat(key):
         return np.concatenate([p[2][key] for p in parts], axis=axis)
 
     runs = {}
-    for ba in built.algorithms:
-        name = ba.name
+    for name in (ba.name for ba in built.algorithms):
         totals = RunTotals(*[cat(f"{name}/totals/{f}") for f in RunTotals._fields])
         records = Records(*[cat(f"{name}/{f}") for f in Records._fields])
-        compile_s = sum(p[3]["algorithms"][name]["compile_seconds"] for p in parts)
-        run_s = sum(p[3]["algorithms"][name]["run_seconds"] for p in parts)
+        compile_s, run_s = (sum(p[3]["algorithms"][name][t] for p in parts)
+                            for t in ("compile_seconds", "run_seconds"))
         prefix = f"{name}/final/"
-        final = {key[len(prefix):]: cat(key) for key in parts[0][2] if key.startswith(prefix)}
+        final = {key.removeprefix(prefix): cat(key) for key in first if key.startswith(prefix)}
         runs[name] = SweepResult(totals, records, compile_s, run_s, final or None)
     seed_ids = np.concatenate([p[2]["seed_ids"] for p in parts])
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
@@ -585,54 +567,63 @@ def _git_commit() -> str | None:
         return None
 
 
-def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
-    """Write a run folder from an :class:`ExperimentResult`; returns the summary.
-
-    Files: ``config.json`` (resolved config), ``summary.json``, ``arrays.npz`` and PNG figures,
-    each written atomically.
-    """
-    cfg = res.built.cfg
+def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print) -> dict:
+    """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
+    ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) and
+    ``summary.json``; returns ``summary``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results.write_json(out / "config.json", config_to_dict(cfg))
-    summary = summarise(res)
-    summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
-                           **(extra_meta or {}))
-    arr = arrays(res)
+    results.write_json(out / "config.json", config)
     results.write_npz(out / "arrays.npz", arr)
-    if figures:
-        paths = plotting.plot_all(arr, out, name=cfg.name)
-        summary["meta"]["figures"] = [p.name for p in paths]
+    if plot is not None:
+        summary["meta"]["figures"] = [p.name for p in plot(out)]
     results.write_json(out / "summary.json", summary)
     log(f"wrote {out}/summary.json")
     return summary
 
 
-def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
-               seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
-               checkpoints: bool = True) -> dict:
-    """Run a validated config and write its folder (see :func:`write_results`).
+def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
+    """Write the run folder (:func:`write_folder`) of an :class:`ExperimentResult`."""
+    cfg = res.built.cfg
+    summary = summarise(res)
+    summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
+                           **(extra_meta or {}))
+    arr = arrays(res)
+    plot = (lambda out: plotting.plot_all(arr, out, name=cfg.name)) if figures else None
+    return write_folder(out_dir, config_to_dict(cfg), summary, arr, plot, log)
 
-    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders. With ``checkpoints`` (default) the
-    folder holds ``checkpoint.npz`` while the run is in progress and a run on a folder with a
-    checkpoint of the same config resumes it; the checkpoint is removed once the results are
-    written.
-    """
-    t0 = time.perf_counter()
-    built = build(cfg, seed_start)
+
+@contextlib.contextmanager
+def run_folder(out_dir, config: dict, checkpoints: bool = True):
+    """The folder of a run under way, created with its ``config.json`` first (``gsjax run
+    --resume`` reads it; a checkpoint's is kept). Yields ``(folder, checkpoint folder or
+    None)``; with ``checkpoints``, the checkpoint is removed once the block has written the
+    results."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / checkpoint.FILENAME).exists():
-        results.write_json(out / "config.json", config_to_dict(cfg))
-    log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
-        f"{built.structure.num_criteria} criteria over {built.structure.num_coords} coordinates")
-    res = run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds,
-                                    progress=progress,
-                                    checkpoint_dir=out if checkpoints else None)
-    summary = write_results(res, out, log=log, figures=figures,
-                            extra_meta={"wall_seconds": time.perf_counter() - t0,
-                                        "seed_start": seed_start})
+        results.write_json(out / "config.json", config)
+    yield out, (out if checkpoints else None)
     if checkpoints:
         checkpoint.remove(out)
-    return summary
+
+
+def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
+               seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
+               checkpoints: bool = True) -> dict:
+    """Run a validated config into a folder (:func:`run_folder`, :func:`write_results`);
+    returns the summary.
+
+    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
+    ranges and ``gsjax merge`` combines their folders.
+    """
+    t0 = time.perf_counter()
+    built = build(cfg, seed_start)
+    with run_folder(out_dir, config_to_dict(cfg), checkpoints) as (out, ck_dir):
+        log(f"{cfg.name}: {cfg.seeds} seeds x {cfg.horizon} rounds, "
+            f"{built.structure.num_criteria} criteria over {built.structure.num_coords} "
+            "coordinates")
+        res = run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds, progress=progress,
+                             checkpoint_dir=ck_dir)
+        return write_results(res, out, log=log, figures=figures,
+                             extra_meta={"wall_seconds": time.perf_counter() - t0,
+                                         "seed_start": seed_start})

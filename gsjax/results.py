@@ -7,6 +7,7 @@ then ``os.replace``s it onto the final name (atomic on POSIX within one file sys
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz",
-           "copy_outputs", "mean_stderr"]
+           "mean_stderr", "flatten"]
 
 
 def mean_stderr(x) -> dict:
@@ -29,6 +30,12 @@ def mean_stderr(x) -> dict:
     if np.ndim(mean) == 0:
         return {"mean": float(mean), "stderr": float(stderr)}
     return {"mean": mean.tolist(), "stderr": stderr.tolist()}
+
+
+def flatten(prefix: str, value) -> dict[str, np.ndarray]:
+    """A NamedTuple's fields or a dict's items as ``{"PREFIX/NAME": array}``; None left out."""
+    items = value._asdict().items() if hasattr(value, "_asdict") else (value or {}).items()
+    return {f"{prefix}/{k}": np.asarray(v) for k, v in items if v is not None}
 
 
 def _umask() -> int:
@@ -66,8 +73,6 @@ def write_json(path, obj) -> Path:
 
 def write_npz(path, arrays: dict) -> Path:
     """``np.savez_compressed`` through a temporary file."""
-    import io
-
     buf = io.BytesIO()
     np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     return atomic_write_bytes(path, buf.getvalue())
@@ -81,14 +86,3 @@ def read_json(path) -> dict:
 def read_npz(path) -> dict[str, np.ndarray]:
     with np.load(path) as z:
         return {k: z[k] for k in z.files}
-
-
-def copy_outputs(out, docs, stem: str, suffixes=("png", "json", "md")) -> Path:
-    """Copy ``out/STEM.{png,json,md}`` into the folder ``docs`` (created); returns it."""
-    import shutil
-
-    docs = Path(docs)
-    docs.mkdir(parents=True, exist_ok=True)
-    for suffix in suffixes:
-        shutil.copyfile(Path(out) / f"{stem}.{suffix}", docs / f"{stem}.{suffix}")
-    return docs

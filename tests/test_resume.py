@@ -149,3 +149,45 @@ def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path
     assert "seed 4" in str(e.value) and "round 45" in str(e.value)
     ck = checkpoint.load(tmp_path)
     assert ck["current"] == "linucb" and ck["rounds_done"] == 40
+
+
+def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
+    """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
+    with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
+    checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
+    import pytest
+
+    from gsjax import checkpoint, cli, experiment
+    from gsjax.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
+                    .replace("[algorithms.async_lazy]\n", "")
+                    .replace('solver = "pgd"', 'solver = "vertex"'))
+    cfg = load_config(path)
+    quiet = lambda *a, **k: None  # noqa: E731
+    experiment.run_config(cfg, tmp_path / "ref", log=quiet, figures=False, chunk_rounds=10)
+
+    def stop(name, horizon, seeds):
+        def update(done, total):
+            if name == "lazy" and done == 20:
+                raise KeyboardInterrupt
+        return update
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_config(cfg, out, log=quiet, figures=False, chunk_rounds=10, progress=stop)
+    ck = checkpoint.load(out)
+    assert (list(ck["completed"]), ck["current"], ck["rounds_done"]) == (["linucb"], "lazy", 20)
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "40", "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith("error: --chunk: the checkpoint stopped lazy at "
+                                              "round 20")
+    assert (out / checkpoint.FILENAME).exists()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "20"]) == 0
+    assert f"resuming from {out}: linucb done, lazy at round 20" in capsys.readouterr().out
+    assert not (out / checkpoint.FILENAME).exists()
+    with np.load(tmp_path / "ref" / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -1,22 +1,19 @@
 """From an :class:`~gsjax.oco.config.OCOConfig` to results: build, run, summarise, fit, save.
 
 For each horizon ``T`` and algorithm entry, every budget point runs in one compiled program
-(``vmap`` over budgets inside ``vmap`` over seeds, :mod:`gsjax.oco.runner`), on the global
-seed ids ``seed_start .. seed_start + seeds - 1`` shared by every entry. Runs go chunk by chunk
-(:func:`gsjax.runner.auto_chunk` by default) and, given a folder, leave a checkpoint after every
-chunk (:mod:`gsjax.checkpoint`, run ``ENTRY/T{T}``) that a later run of the same config resumes.
+(``vmap`` over budgets inside ``vmap`` over seeds, :mod:`gsjax.oco.runner`) on the global seed
+ids ``seed_start ..`` shared by every entry; the run folder, chunks, checkpoints (run
+``ENTRY/T{T}``) and resume are :mod:`gsjax.experiment`'s.
 
-Summaries (``summary.json``) give, per entry, horizon and budget point, mean and standard error
-over seeds of the loss regret, the l1 movement, ``lambda`` x movement, the total regret, the
-switches (coins) and value changes, in all and per component. :func:`fit_exponents` fits
-``log E[.] = c + e log T`` over the horizons for every budget ``M = T^a`` by weighted least
-squares (weights from the standard errors: ``Var log mean ~ (se/mean)^2``) and puts the
-paper's exponents beside them (Section 6.3: loss regret ``T/sqrt(M) = T^{1-a/2}``; movement
-bound ``lambda D M = T^a``, "linear" at ``M = T``; total ``max(a, 1-a/2)``).
+``summary.json`` gives, per entry, horizon and budget point, mean and standard error over seeds
+of the loss regret, the l1 movement, ``lambda`` x movement, the total regret, the switches and
+value changes, in all and per component; :func:`fit_exponents` fits their exponents in ``T``
+beside the paper's (Section 6.3), and :func:`tradeoff` the best budget.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -28,8 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax import checkpoint, results
+from gsjax import results
 from gsjax.config import ConfigError, default_record_every
+from gsjax.experiment import run_folder, run_meta, run_sweeps, write_folder
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
@@ -130,55 +128,42 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
 
     ``chunk_rounds``: rounds per compiled chunk at every horizon (default
     :func:`gsjax.runner.auto_chunk` per horizon); the numbers do not depend on it.
-    ``checkpoint_dir``: a checkpoint is written there after every chunk and an existing one of
-    the same config and seed range is resumed. ``progress(name, horizon, seeds)`` returns a
-    ``callback(done, horizon)`` called after each chunk.
+    ``checkpoint_dir`` and ``progress``: as :func:`gsjax.experiment.run_sweeps`.
     """
     check(cfg)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
     spec = spec_of(cfg)
-    digest = config_digest(cfg)
-    try:
-        ck = None if checkpoint_dir is None else checkpoint.resume(
-            checkpoint_dir, digest, seed_start, log, SweepOutput,
-            {"result": OCOResult, "records": OCORecords})
-    except checkpoint.Mismatch as e:
-        raise ConfigError("<resume>", str(e)) from None
-    done = {} if ck is None else dict(ck["completed"])
-    runs = {}
     with jax.enable_x64(cfg.dtype == "float64"):
         dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
         pc = cfg.problem
         problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
                                dtype)
         root = jax.random.key(cfg.root_seed)
+        plan = {}  # run name -> (entry, T, record interval, chunk, params, budgets)
         for T in cfg.horizons:
             every = record_every(cfg, T)
             chunk = auto_chunk(T, every) if chunk_rounds is None else chunk_rounds
             for e in cfg.algorithms:
-                params, budgets = entry_params(cfg, e, T, dtype)
-                name = f"{e.name}/T{T}"
-                if name not in done:
-                    start, on_chunk = checkpoint.sweep_hooks(checkpoint_dir, digest, seed_start,
-                                                             ck, name, dict(done))
-                    if start is not None and start[1] % chunk:
-                        raise ConfigError("--chunk", f"the checkpoint stopped {name} at round "
-                                          f"{start[1]}: resume with the interrupted run's chunk "
-                                          f"size (a divisor of it), got {chunk}")
-                    done[name] = sweep(
-                        root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
-                        every, cfg.record_seeds, chunk, start=start, on_chunk=on_chunk,
-                        progress=None if progress is None else progress(name, T, cfg.seeds))
-                out = done[name]
-                runs[(e.name, T)] = OCORun(e, T, budgets, np.asarray(params.p),
-                                           np.asarray(params.eta), out, every)
-                if log is not None:
-                    r = out.result
-                    tot = r.loss_regret.sum(-1).mean(0)
-                    mv = r.movement.sum(-1).mean(0)
-                    log(f"{e.name:>16s} T={T:<7d} {len(budgets)} budgets: loss regret "
-                        f"{_span(tot)}, movement {_span(mv)} (compile {out.compile_seconds:.1f}s, "
-                        f"run {out.run_seconds:.1f}s)")
+                plan[f"{e.name}/T{T}"] = (e, T, every, chunk, *entry_params(cfg, e, T, dtype))
+
+        def run(e, T, every, chunk, params, budgets, **hooks):
+            out = sweep(root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
+                        every, cfg.record_seeds, chunk, **hooks)
+            if log is not None:
+                tot = out.result.loss_regret.sum(-1).mean(0)
+                mv = out.result.movement.sum(-1).mean(0)
+                log(f"{e.name:>16s} T={T:<7d} {len(budgets)} budgets: loss regret "
+                    f"{_span(tot)}, movement {_span(mv)} (compile {out.compile_seconds:.1f}s, "
+                    f"run {out.run_seconds:.1f}s)")
+            return out
+
+        done = run_sweeps([(name, p[1], p[3], functools.partial(run, *p))
+                           for name, p in plan.items()],
+                          cfg.seeds, checkpoint_dir, config_digest(cfg), seed_start, log,
+                          progress, SweepOutput, {"result": OCOResult, "records": OCORecords})
+    runs = {(e.name, T): OCORun(e, T, budgets, np.asarray(params.p), np.asarray(params.eta),
+                                done[name], every)
+            for name, (e, T, every, _, params, budgets) in plan.items()}
     return OCOExperiment(cfg, seed_ids, runs)
 
 
@@ -200,7 +185,8 @@ def summarise_point(run: OCORun, j: int, move_cost: float) -> dict:
     lr = r.loss_regret[:, j]
     mv = r.movement[:, j]
     return {
-        "budget_exponent" if run.entry.budget_kind == "exponent" else "budget": _point_label(run, j),
+        ("budget_exponent" if run.entry.budget_kind == "exponent" else "budget"):
+            _point_label(run, j),
         "M": run.budgets[j].tolist(),
         "p": run.p[j].tolist(),
         "eta": run.eta[j].tolist(),
@@ -218,7 +204,8 @@ def summarise_point(run: OCORun, j: int, move_cost: float) -> dict:
 
 
 def paper_exponents(alpha: float) -> dict:
-    """Section 6.3 at ``M = T^alpha``: the bound's exponents, and movement's refined one."""
+    """Section 6.3 at ``M = T^alpha``: the bound's exponents (loss regret ``T/sqrt(M)``,
+    movement ``lambda D M``, total ``max(a, 1-a/2)``), and movement's refined one."""
     return {"loss_regret": 1.0 - alpha / 2.0, "movement": alpha,
             "total_regret": max(alpha, 1.0 - alpha / 2.0), "movement_path_bound": alpha / 2.0}
 
@@ -243,7 +230,9 @@ def _wls_slope(x, y, se):
 
 
 def fit_exponents(exp: OCOExperiment) -> list[dict]:
-    """Log-log exponents in T per entry and budget exponent ``a`` (needs >= 2 horizons)."""
+    """Log-log exponents in T per entry and budget exponent ``a`` (needs >= 2 horizons):
+    ``log E[.] = c + e log T`` by weighted least squares (``Var log mean ~ (se/mean)^2``),
+    beside :func:`paper_exponents`."""
     cfg = exp.cfg
     if len(cfg.horizons) < 2:
         return []
@@ -256,7 +245,8 @@ def fit_exponents(exp: OCOExperiment) -> list[dict]:
             if isinstance(a, tuple):
                 continue
             row = {"entry": e.name, "algorithm": e.algorithm, "step_rule": e.step_rule,
-                   "budget_exponent": a, "horizons": list(cfg.horizons), "paper": paper_exponents(a)}
+                   "budget_exponent": a, "horizons": list(cfg.horizons),
+                   "paper": paper_exponents(a)}
             for q in ("loss_regret", "movement", "total_regret", "switches"):
                 means, ses = [], []
                 for T in cfg.horizons:
@@ -308,7 +298,8 @@ def tradeoff(exp: OCOExperiment) -> list[dict]:
     return out
 
 
-def summarise(exp: OCOExperiment, wall_seconds: float | None = None) -> dict:
+def summarise(exp: OCOExperiment) -> dict:
+    """The ``summary.json`` content."""
     cfg = exp.cfg
     runs = {}
     for (name, T), run in exp.runs.items():
@@ -316,15 +307,11 @@ def summarise(exp: OCOExperiment, wall_seconds: float | None = None) -> dict:
                                "horizons": {}})
         runs[name]["horizons"][str(T)] = [summarise_point(run, j, cfg.move_cost)
                                           for j in range(len(run.budgets))]
-    compile_s = sum(r.out.compile_seconds for r in exp.runs.values())
-    run_s = sum(r.out.run_seconds for r in exp.runs.values())
     return {
         "meta": {"kind": "oco", "name": cfg.name, "seeds": cfg.seeds,
                  "horizons": list(cfg.horizons), "seed_start": int(exp.seed_ids[0]),
                  "dtype": cfg.dtype, "move_cost": cfg.move_cost,
-                 "jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
-                 "compile_seconds": compile_s, "run_seconds": run_s,
-                 **({"wall_seconds": wall_seconds} if wall_seconds is not None else {})},
+                 **run_meta([r.out for r in exp.runs.values()])},
         "algorithms": runs,
         "fits": fit_exponents(exp),
         "tradeoff": tradeoff(exp),
@@ -336,67 +323,45 @@ def arrays(exp: OCOExperiment) -> dict:
     out = {"seed_ids": exp.seed_ids}
     for (name, T), run in exp.runs.items():
         pre = f"{name}/T{T}"
-        for field, val in run.out.result._asdict().items():
-            out[f"{pre}/{field}"] = np.asarray(val)
+        out.update(results.flatten(pre, run.out.result))
         out[f"{pre}/budgets"] = run.budgets
         out[f"{pre}/p"] = run.p
         out[f"{pre}/eta"] = run.eta
         if run.out.records is not None:
             out[f"{pre}/rounds"] = np.arange(run.record_every, T + 1, run.record_every)
-            for field, val in run.out.records._asdict().items():
-                out[f"{pre}/records/{field}"] = np.asarray(val)
+            out.update(results.flatten(f"{pre}/records", run.out.records))
     return out
 
 
 def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,
                   extra_meta=None) -> dict:
-    """``config.json``, ``summary.json``, ``arrays.npz`` and PNG figures, each atomically."""
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results.write_json(out / "config.json", oco_config_to_dict(exp.cfg))
+    """Write the run folder (:func:`gsjax.experiment.write_folder`) of an experiment."""
     summary = summarise(exp)
     summary["meta"].update(extra_meta or {})
     arr = arrays(exp)
-    results.write_npz(out / "arrays.npz", arr)
-    if figures:
-        paths = plotting.plot_all(exp.cfg, summary, arr, out)
-        summary["meta"]["figures"] = [p.name for p in paths]
-    results.write_json(out / "summary.json", summary)
-    log(f"wrote {out}/summary.json")
-    return summary
+    plot = (lambda out: plotting.plot_all(exp.cfg, summary, arr, out)) if figures else None
+    return write_folder(out_dir, oco_config_to_dict(exp.cfg), summary, arr, plot, log)
 
 
 def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
                   seed_start: int = 0, chunk_rounds: int | None = None, progress=None,
                   checkpoints: bool = True) -> dict:
-    """Run a validated config and write its folder (see :func:`write_results`).
-
-    As :func:`gsjax.experiment.run_config`: ``config.json`` is written first (``gsjax run
-    --resume`` reads it); with ``checkpoints`` the folder holds ``checkpoint.npz`` while the
-    run is in progress, a run on a folder with a checkpoint of the same config resumes it, and
-    the checkpoint is removed once the results are written.
-    """
+    """Run a validated config into a folder, as :func:`gsjax.experiment.run_config`."""
     t0 = time.perf_counter()
     check(cfg)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / checkpoint.FILENAME).exists():
-        results.write_json(out / "config.json", oco_config_to_dict(cfg))
-    log(f"{cfg.name}: {cfg.seeds} seeds x horizons {list(cfg.horizons)}, "
-        f"{cfg.problem.loss} loss, {cfg.problem.targets} targets, "
-        f"{cfg.problem.num_components} components x {cfg.problem.block_dim}")
-    exp = run_experiment(cfg, seed_start=seed_start, log=log, chunk_rounds=chunk_rounds,
-                         checkpoint_dir=out if checkpoints else None, progress=progress)
-    summary = write_results(exp, out, log=log, figures=figures,
-                            extra_meta={"wall_seconds": time.perf_counter() - t0})
-    if checkpoints:
-        checkpoint.remove(out)
-    return summary
+    with run_folder(out_dir, oco_config_to_dict(cfg), checkpoints) as (out, ck_dir):
+        log(f"{cfg.name}: {cfg.seeds} seeds x horizons {list(cfg.horizons)}, "
+            f"{cfg.problem.loss} loss, {cfg.problem.targets} targets, "
+            f"{cfg.problem.num_components} components x {cfg.problem.block_dim}")
+        exp = run_experiment(cfg, seed_start=seed_start, log=log, chunk_rounds=chunk_rounds,
+                             checkpoint_dir=ck_dir, progress=progress)
+        return write_results(exp, out, log=log, figures=figures,
+                             extra_meta={"wall_seconds": time.perf_counter() - t0})
 
 
 def replot(run_dir) -> list[Path]:
     """Redraw a run folder's figures from its ``config.json``, ``summary.json``, ``arrays.npz``."""
     d = Path(run_dir)
     cfg = parse_oco_config(results.read_json(d / "config.json"))
-    return plotting.plot_all(cfg, results.read_json(d / "summary.json"), results.read_npz(d / "arrays.npz"), d)
+    return plotting.plot_all(cfg, results.read_json(d / "summary.json"),
+                             results.read_npz(d / "arrays.npz"), d)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["script_section"]
+import shutil
+from pathlib import Path
+
+__all__ = ["script_section", "copy_outputs"]
 
 
 def script_section(cfg, md: list[str], figure: str) -> list[str]:
@@ -14,3 +17,12 @@ def script_section(cfg, md: list[str], figure: str) -> list[str]:
             cfg.description.strip(), "", *md, "",
             f"Paper's claim: {paper.get('claims', '')}", "",
             f"![{cfg.name}]({cfg.name}/{figure})", ""]
+
+
+def copy_outputs(out, docs, stem: str, suffixes=("png", "json", "md")) -> Path:
+    """Copy ``out/STEM.{png,json,md}`` into the folder ``docs`` (created); returns it."""
+    docs = Path(docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    for suffix in suffixes:
+        shutil.copyfile(Path(out) / f"{stem}.{suffix}", docs / f"{stem}.{suffix}")
+    return docs

@@ -38,9 +38,9 @@ from gsjax import runner
 from gsjax.algorithms import adaptive as A
 from gsjax.config import find_config, load_config
 from gsjax.experiment import build, run_config
-from gsjax.paper._common import script_section
+from gsjax.paper._common import copy_outputs, script_section
 from gsjax.plotting import _plt, _save
-from gsjax.results import copy_outputs, read_npz, write_json, write_text
+from gsjax.results import read_npz, write_json, write_text
 
 __all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "run_all",
            "report_section", "main"]

@@ -26,9 +26,9 @@ import numpy as np
 
 from gsjax.config import find_config, load_config
 from gsjax.experiment import run_config
-from gsjax.paper._common import script_section
+from gsjax.paper._common import copy_outputs, script_section
 from gsjax.plotting import _plt, _save
-from gsjax.results import copy_outputs, write_json, write_text
+from gsjax.results import write_json, write_text
 
 __all__ = ["stiffness", "run_k_sweep", "table", "plot", "run_all", "report_section", "main"]
 
