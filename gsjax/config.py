@@ -82,7 +82,7 @@ __all__ = [
     "FactorConfig", "FactorProblem", "FactorSpec", "GRID_FIELDS", "GraphProblem", "GridGraph",
     "MAX_RECORDS", "NoiseConfig", "ProblemConfig", "RandomGraph", "RelaxedConfig",
     "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem", "apply_overrides",
-    "builtin_config_dir", "config_dirs", "config_hash", "config_to_dict",
+    "builtin_config_dir", "config_dirs", "config_hash", "config_to_dict", "dict_hash",
     "default_record_every", "find_config", "load_config", "num_coords", "num_criteria",
     "parse_config", "read_toml", "register_algorithm_name",
 ]
@@ -1012,8 +1012,12 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
 def config_hash(cfg: ExperimentConfig) -> str:
     """SHA-256 of the canonical JSON of :func:`config_to_dict` (sorted keys; the entries as an
     ordered list of ``[name, entry]`` pairs, so that like ``==`` it depends on their order)."""
-    d = config_to_dict(cfg)
-    d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
+    return dict_hash(config_to_dict(cfg))
+
+
+def dict_hash(d: dict) -> str:
+    """SHA-256 of a resolved config dict's canonical JSON, its ``algorithms`` hashed in order."""
+    d = {**d, "algorithms": [[name, entry] for name, entry in d["algorithms"].items()]}
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

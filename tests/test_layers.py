@@ -23,7 +23,7 @@ LAYERS = {
     2: ["algorithms", "algorithms.*", "oco.algorithms", "oco"],
     3: ["runner", "relaxed", "checkpoint", "oco.runner", "plotting", "oco.plotting"],
     4: ["config", "oco.config", "experiment", "oco.experiment", "tune", "tuner"],
-    5: ["cli", "tuner_cli", "oco.cli"],
+    5: ["cli", "tuner_cli"],
     6: ["paper", "paper.*"],  # the paper's drivers: nothing below imports them
     7: ["__main__"],  # the gsjax command: the library's commands plus the paper's reproduce
 }

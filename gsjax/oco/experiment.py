@@ -14,8 +14,6 @@ beside the paper's (Section 6.3), and :func:`tradeoff` the best budget.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax import results
-from gsjax.config import ConfigError, default_record_every
+from gsjax.config import ConfigError, default_record_every, dict_hash
 from gsjax.experiment import run_folder, run_meta, run_sweeps, write_folder
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
@@ -99,10 +97,7 @@ def record_every(cfg: OCOConfig, horizon: int) -> int:
 def config_digest(cfg: OCOConfig) -> str:
     """SHA-256 hex digest of the canonical JSON of the resolved config, the entries hashed in
     order (as :func:`gsjax.config.config_hash` for bandit configs); checkpoints carry it."""
-    d = oco_config_to_dict(cfg)
-    d["algorithms"] = [[name, entry] for name, entry in d["algorithms"].items()]
-    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return dict_hash(oco_config_to_dict(cfg))
 
 
 class OCORun(NamedTuple):
