@@ -33,7 +33,11 @@ RTOL = 1e-4
 # at the initial point are unchanged to the last bit; the reverse pass reassociates at the 1e-15
 # level, which two descent steps carry into the trace, and the gradient check's relative error
 # (a difference of nearly equal numbers) moves by 2e-8 relative.
-REASSOCIATED = {"tune_bandit": 1e-6}
+# run_section7_3 (slow; the PGD solver in float32): an issue-15 refactor between 6ad4787 and
+# f44b87b reassociated the PGD path, found only when the slow cases were run on 2026-12-02. Every
+# count and decision is equal; actions and movement move by <= 1e-6 relative and the solver's
+# residual (a projected-gradient norm near zero) by 7e-5 relative.
+REASSOCIATED = {"tune_bandit": 1e-6, "run_section7_3": 1e-4}
 
 
 def _close(a, b, exact: bool, path: str = "", rtol: float = RTOL) -> None:
