@@ -22,7 +22,10 @@ coordinates in decreasing index, each after its separator. Hence the order is mi
 *restricted to variables with no lower-indexed neighbour left* (the separator of ``v`` then
 holds only higher coordinates); the back-tracking carries the value of the best completion and
 spends the tolerance exactly as the enumerator's comparison does. On naturally numbered chains,
-rings and narrow grids the restriction costs nothing; :func:`limits` reports both widths.
+rings and narrow grids (numbered along the short side) the restriction costs nothing; on a
+tree numbered from its root it is ruinous, and ``make_plan(..., exact_ties=False)`` (plain
+min-fill, another choice among tied minimisers) is the way there. :func:`limits` reports the
+width of either.
 """
 
 from __future__ import annotations
@@ -57,30 +60,38 @@ def _fill(adj: list[set], v: int) -> int:
     return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
 
 
-def _elimination(adj: list[set], ordered: bool) -> tuple[list[int], list[list[int]]]:
+def _too_wide(width: int, max_table: int) -> ValueError:
+    return ValueError(f"dp: elimination width >= {width} needs tables of >= 2^{width + 1} "
+                      f"entries, over max_table = {max_table}; use solver 'pgd'")
+
+
+def _elimination(adj: list[set], ordered: bool, max_table: int):
     """Greedy min-fill (ties: fewer neighbours, then the lower index); ``ordered``: only a
-    variable with no lower-indexed neighbour left may go. Returns the order and separators."""
+    variable with no lower-indexed neighbour left may go. Returns the order and separators;
+    a separator wider than ``max_table`` allows raises at once (before any wide fill count)."""
     adj = [set(a) for a in adj]
     n = len(adj)
+    max_width = max_table.bit_length() - 2  # 2^(w+1) <= max_table
     gone = [False] * n
     version = [0] * n
     heap = []
 
-    def eligible(v):
-        return not ordered or all(u > v for u in adj[v])
-
     def push(v):
         version[v] += 1
-        if eligible(v):
-            heapq.heappush(heap, (_fill(adj, v), len(adj[v]), v, version[v]))
+        if not ordered or all(u > v for u in adj[v]):
+            wide = len(adj[v]) > max_width
+            fill = n * n if wide else _fill(adj, v)
+            heapq.heappush(heap, (fill, len(adj[v]), v, version[v]))
 
     for v in range(n):
         push(v)
     order, seps = [], [None] * n
     while heap:
-        _, _, v, ver = heapq.heappop(heap)
+        _, deg, v, ver = heapq.heappop(heap)
         if gone[v] or ver != version[v]:
             continue
+        if deg > max_width:
+            raise _too_wide(deg, max_table)
         nb = sorted(adj[v])
         order.append(v)
         seps[v] = nb
@@ -104,24 +115,28 @@ def _bits(width: int) -> np.ndarray:
 
 
 class Limits(NamedTuple):
-    """Size of the DP of a structure: ``width`` (largest separator of the tie-rule order),
-    ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets),
-    ``free_width`` (min-fill without the order restriction, for comparison)."""
+    """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
+    ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets)."""
 
     width: int
     table: int
     total: int
-    free_width: int
 
 
-def limits(scopes: Scopes) -> Limits:
-    """The :class:`Limits` of the DP on ``scopes`` (host arrays), without building the plan."""
-    adj = _interaction(scopes)
-    _, seps = _elimination(adj, ordered=True)
-    _, free_seps = _elimination(adj, ordered=False)
+def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
+           ) -> Limits:
+    """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
+    building the plan; its ``ValueError`` when the tables would exceed ``max_table``."""
+    _, seps = _elimination(_interaction(scopes), exact_ties, _check_cap(max_table))
     w = max(len(s) for s in seps)
-    return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1),
-                  free_width=max(len(s) for s in free_seps))
+    return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
+
+
+def _check_cap(max_table) -> int:
+    if isinstance(max_table, bool) or not isinstance(max_table, (int, np.integer)) or (
+            max_table < 2):
+        raise ValueError(f"dp: max_table: must be an integer >= 2, got {max_table!r}")
+    return int(max_table)
 
 
 class Plan:
@@ -130,15 +145,12 @@ class Plan:
     Equal (and hashable) by its scopes and cap, so an :class:`~gsjax.algorithms.AgentSpec`
     holding it stays a usable static value."""
 
-    def __init__(self, scopes: Scopes, max_table: int):
+    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True):
         index = np.asarray(scopes.index, np.int32)
         mask = np.asarray(scopes.mask, bool)
         n, (k, m) = int(scopes.num_coords), index.shape
-        order, seps = _elimination(_interaction(scopes), ordered=True)
+        order, seps = _elimination(_interaction(scopes), exact_ties, max_table)
         w = max(len(s) for s in seps)
-        if 2 ** (w + 1) > max_table:
-            raise ValueError(f"dp: elimination width {w} needs tables of 2^{w + 1} entries, "
-                             f"over max_table = {max_table}; use solver 'pgd'")
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
         clique = np.full((n, slots), n, np.int32)  # slot 0: v; then sep(v); padding: n
@@ -173,7 +185,11 @@ class Plan:
         self.index, self.mask = index, mask
         self.order = np.asarray(order, np.int32)
         self.clique, self.parent, self.msg, self.term, self.crit = clique, parent, msg, term, crit
-        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table)
+        # back-tracking: decreasing index (the tie rule), else the reverse elimination order
+        self.backtrack = np.arange(n - 1, -1, -1) if exact_ties else self.order[::-1].copy()
+        self.exact_ties = bool(exact_ties)
+        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
+                     self.exact_ties)
 
     def __eq__(self, other):
         return isinstance(other, Plan) and self._key == other._key
@@ -183,13 +199,19 @@ class Plan:
 
     def __repr__(self):
         return (f"Plan(n={self.num_coords}, k={self.num_criteria}, width={self.width}, "
-                f"max_table={self.max_table})")
+                f"max_table={self.max_table}, exact_ties={self.exact_ties})")
 
 
-def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE) -> Plan:
+def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
+              ) -> Plan:
     """The :class:`Plan` of ``scopes``; ``ValueError`` (naming the width) when one bucket table,
-    ``2^(w+1)`` entries, would exceed ``max_table``."""
-    return Plan(scopes, max_table)
+    ``2^(w+1)`` entries, would exceed ``max_table`` (an integer >= 2).
+
+    ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
+    numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but
+    among several minimisers the one kept is the lowest index in the reverse elimination order,
+    not necessarily the vertex enumerator's."""
+    return Plan(scopes, _check_cap(max_table), exact_ties)
 
 
 def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
@@ -232,7 +254,7 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
     weights = jnp.asarray(1 << np.arange(plan.width), jnp.int32)
 
-    def assign(carry, step):  # decreasing index: the separator is assigned already
+    def assign(carry, step):  # the separator of v is assigned already
         x, reached = carry
         v, sep = step
         r = jnp.sum(x[sep] * weights)
@@ -241,7 +263,7 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
         x = x.at[v].set(jnp.where(zero, 0, 1))
         return (x, jnp.where(zero, reached + gain, reached)), None
 
-    down = np.arange(n - 1, -1, -1)
+    down = plan.backtrack
     x0 = jnp.zeros((n + 1,), jnp.int32)
     (x, _), _ = jax.lax.scan(assign, (x0, best),
                              (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))

@@ -142,15 +142,46 @@ def test_limits_and_cap():
     # the square of a path has treewidth 2, that of a cycle 4 (closed neighbourhoods)
     chain = graphs.graph_scopes(30, graphs.chain_edges(30))
     ring = graphs.graph_scopes(30, _ring(30))
-    assert dp.limits(chain) == (2, 8, 30 * 8, 2)
-    lim = dp.limits(ring)
-    assert (lim.width, lim.table, lim.free_width) == (4, 32, 4)
+    assert dp.limits(chain) == (2, 8, 30 * 8)
+    assert dp.limits(ring) == (4, 32, 30 * 32)
     assert dp.make_plan(ring).width == 4
-    with pytest.raises(ValueError, match=r"^dp: elimination width 4 needs tables of 2\^5 "):
+    with pytest.raises(ValueError, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"):
         dp.make_plan(ring, max_table=16)
+    with pytest.raises(ValueError, match="elimination width >= 4"):
+        dp.limits(ring, max_table=31)
+    with pytest.raises(ValueError, match="max_table: must be an integer >= 2"):
+        dp.make_plan(ring, max_table=1.5)
+    assert dp.make_plan(ring, max_table=32).width == 4
     assert dp.make_plan(ring) == dp.make_plan(ring) and hash(dp.make_plan(ring)) == hash(
         dp.make_plan(ring))
     assert dp.make_plan(ring) != dp.make_plan(chain)
+    # a star of pairwise scopes numbered from its centre: the tie-rule order must eliminate
+    # the centre first (width 19), plain min-fill the leaves (width 1)
+    star = graphs.scopes_from_rows([[0, v] for v in range(1, 20)], 20)
+    assert dp.limits(star, exact_ties=False).width == 1
+    assert dp.limits(star, max_table=2 ** 20).width == 19
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES) + ["edge_tree14"])
+def test_min_fill_plan_finds_the_minimum(x64, name):
+    """``exact_ties=False``: the minimum of the brute force (the minimiser may differ)."""
+    if name == "edge_tree14":
+        scopes = graphs.scopes_from_rows([list(e) for e in _tree(14, 5)], 14)
+        structure = P.make_structure(scopes, "linear", "independent")
+    else:
+        scopes, structure = _setup(name)
+    plan = dp.make_plan(scopes, exact_ties=False)
+    rng, n = np.random.default_rng(zlib.crc32(name.encode())), scopes.num_coords
+    problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=jnp.float64)
+    for kind in ("random", "ties"):
+        theta, inv, beta = _terms(rng, scopes, kind)
+        s_init, free = rng.uniform(size=n), rng.uniform(size=n) < 0.7
+        s, value = _solve("dp", structure, problem, plan, theta, inv, beta, s_init, free,
+                          "float64")
+        _, _, low = _brute_force(scopes, theta, inv, beta, s_init, free, 2.0 ** -52)
+        _, got, _ = _brute_force(scopes, theta, inv, beta, s, np.zeros(n, bool), 2.0 ** -52)
+        assert got <= low + 1e-12 * max(1.0, abs(low)) and abs(value - got) <= 1e-12 * max(1.0, abs(got))
+        np.testing.assert_array_equal(s[~free], s_init[~free])
 
 
 def test_refuses_what_it_cannot_solve():
@@ -197,5 +228,5 @@ def test_config_refuses_wide_tables():
     built = experiment.build(raw)
     assert all(ba.spec.dp_plan is not None for ba in built.algorithms)
     wide = _config({"graph": "complete", "num_nodes": 17}, "dp")
-    with pytest.raises(ConfigError, match="algorithms.linucb.solver.*elimination width 16"):
+    with pytest.raises(ConfigError, match="algorithms.linucb.solver.*elimination width >= 16"):
         experiment.build(wide)
