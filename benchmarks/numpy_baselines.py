@@ -1,6 +1,7 @@
 r"""NumPy baselines of gsjax's LinUCB / LazyGraphLinUCB / Async-LazyGraphLinUCB, for timing.
 
-The SAME algorithms and maths as ``gsjax.algorithms.kernel`` (DESIGN section 2), written twice:
+The SAME algorithms and maths as ``gsjax.algorithms.kernel`` (DESIGN section 2), written three
+times:
 
 * :func:`run_loop` -- a typical research script: a Python loop over seeds, then over rounds, and
   NumPy per criterion (``np.linalg`` where natural). The LCB and its gradient are Python sums over
@@ -9,6 +10,11 @@ The SAME algorithms and maths as ``gsjax.algorithms.kernel`` (DESIGN section 2),
   (``(S, k, d, d)`` Gram matrices, ``(S', P, n)`` PGD iterates), a Python loop over rounds only;
   broadcasting / ``matmul`` / ``einsum``, no per-seed Python loop. The lazy re-minimisation runs
   only on the seeds that triggered (boolean indexing), as a good NumPy programmer would.
+* :func:`run_strong` -- the STRONG baseline, for the Section 7.2 workload only (linear features
+  on disjoint blocks of two coordinates, the vertex solver, constant beta, a refresh every
+  round): every quantity a ``(k, S)`` array with the seed axis LAST, the 2x2 algebra in closed
+  form from the Gram sums (``a, b, c`` and ``b_0, b_1``), the four vertices of a block compared
+  element-wise; no matrices, no gathers, no per-seed indexing.
 
 What is reproduced exactly (see the gsjax modules named):
 
@@ -50,7 +56,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-__all__ = ["KINDS", "LOG2", "first_min", "features", "run_loop", "run_vectorised"]
+__all__ = ["KINDS", "LOG2", "first_min", "features", "run_loop", "run_vectorised",
+           "run_strong"]
 
 KINDS = ("linucb", "lazy", "async_lazy")
 LOG2 = math.log(2.0)
@@ -730,4 +737,157 @@ def run_vectorised(
     out["seed_rounds"] = rounds_run * S
     out["seconds"] = time.perf_counter() - t_begin
     out.update(init_seconds=init_seconds, solve_seconds=solve_seconds, seed_solves=seed_solves)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The strong baseline: Section 7.2 only, seed axis last, closed-form 2x2 algebra
+# ------------------------------------------------------------------------------------------
+
+
+def _strong_vertex(h0, h1, i00, i01, i11, beta):
+    """Best vertex ``(x0, x1)`` of each block, (k, S) bool each, by gsjax's tie rule.
+
+    Vertex ``p`` sets coordinate ``j`` to bit ``j`` of ``p``; its LCB is
+    ``<phi, theta_hat> - beta sqrt(max(phi^T V^-1 phi, tiny))``.
+    """
+    v0 = -beta * math.sqrt(TINY)
+    v1 = h0 - beta * np.sqrt(np.maximum(i00, TINY))
+    v2 = h1 - beta * np.sqrt(np.maximum(i11, TINY))
+    v3 = (h0 + h1) - beta * np.sqrt(np.maximum((i00 + i01) + (i01 + i11), TINY))
+    m = np.minimum(np.minimum(v0, v1), np.minimum(v2, v3))
+    thr = m + 64 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(m))
+    not0 = v0 > thr
+    not01 = not0 & (v1 > thr)
+    return (not0 & ~not01) | (not01 & (v2 > thr)), not01
+
+
+def run_strong(
+    kind: str,
+    scopes,
+    theta,
+    s0,
+    lambda_reg,
+    beta,
+    *,
+    horizon: int,
+    seeds: int,
+    log_trigger: float = LOG2,
+    rng: np.random.Generator | None = None,
+    eta=None,
+    noise_sigma=0.5,
+    move_cost: float = 1.0,
+    reference: str = "global",
+    loss_star=None,
+    record_actions: bool = False,
+    max_seconds: float | None = None,
+    min_rounds: int = 1,
+) -> dict:
+    """Run ``kind`` on the Section 7.2 problem class, all seeds at once, seed axis last, float64.
+
+    ``scopes`` (k, 2): disjoint blocks of two coordinates (linear features, no padding);
+    ``theta`` (k, 2); ``eta`` (S, T, k) injects noise, else ``rng`` draws ``sigma N(0, 1)``
+    as ``(k, S)`` per round. Other arguments and the result as :func:`run_vectorised`.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind: unknown {kind!r}; allowed: {KINDS}")
+    if reference not in ("global", "own"):
+        raise ValueError(f"reference: unknown {reference!r}; allowed: ('global', 'own')")
+    idx = np.asarray(scopes, np.int64)
+    k = idx.shape[0]
+    if idx.ndim != 2 or idx.shape[1] != 2 or len(np.unique(idx)) != idx.size:
+        raise ValueError(f"scopes: expected disjoint (k, 2) blocks, got shape {idx.shape}")
+    dt = np.float64
+    S, T = int(seeds), int(horizon)
+    theta = np.asarray(theta, dt)
+    if theta.shape != (k, 2):
+        raise ValueError(f"theta: shape {theta.shape}; expected {(k, 2)}")
+    s0 = np.asarray(s0, dt)
+    n = s0.shape[0]
+    col = lambda v: np.broadcast_to(np.asarray(v, dt), (k,)).reshape(k, 1).copy()  # noqa: E731
+    lam, beta, sigma = col(lambda_reg), col(beta), col(noise_sigma)
+    t0, t1 = theta[:, :1], theta[:, 1:]
+    if loss_star is None:
+        loss_star = float(np.sum(np.minimum(theta, 0)))
+    if eta is not None:
+        eta = np.asarray(eta, dt)
+        if eta.shape != (S, T, k):
+            raise ValueError(f"eta: shape {eta.shape}; expected {(S, T, k)}")
+        eta = np.ascontiguousarray(np.moveaxis(eta, 0, -1))  # (T, k, S)
+    if rng is None:
+        rng = np.random.default_rng(0)
+    totals = {
+        "prediction_regret": np.zeros(S, dt),
+        "movement_cost": np.zeros(S, dt),
+        "updates": np.zeros((k, S), np.int64),
+        "changes": np.zeros((k, S), np.int64),
+        "triggers": np.zeros((k, S), np.int64),
+        "reoptimisations": np.zeros(S, np.int64),
+    }
+    actions = np.zeros((T, n, S), dt) if record_actions else None
+    t_begin = time.perf_counter()
+    zeros = np.zeros((k, S), dt)
+    g00, g01, g11, b0, b1 = (zeros.copy() for _ in range(5))
+    logdet = np.broadcast_to(2.0 * np.log(lam), (k, S)).copy()
+    ref = logdet.copy()
+    # The first policy: theta_hat = 0, V^-1 = I / lambda, from s0 (not counted).
+    p0 = np.broadcast_to(s0[idx[:, :1]], (k, S)).copy()
+    p1 = np.broadcast_to(s0[idx[:, 1:]], (k, S)).copy()
+    x0, x1 = (v.astype(dt) for v in _strong_vertex(zeros, zeros, 1.0 / lam + zeros, zeros,
+                                                   1.0 / lam + zeros, beta))
+    init_seconds = time.perf_counter() - t_begin
+    solve_seconds, seed_solves, rounds_run = 0.0, 0, 0
+    for t in range(1, T + 1):
+        mu = t0 * x0 + t1 * x1
+        y = mu + (eta[t - 1] if eta is not None else sigma * rng.standard_normal((k, S)))
+        g00 += x0 * x0
+        g01 += x0 * x1
+        g11 += x1 * x1
+        b0 += x0 * y
+        b1 += x1 * y
+        det = (g00 * g11 - g01 * g01) + lam * (g00 + g11) + lam * lam
+        i00, i01, i11 = (g11 + lam) / det, -g01 / det, (g00 + lam) / det
+        logdet = np.log(det)
+        h0, h1 = i00 * b0 + i01 * b1, i01 * b0 + i11 * b1
+        d0, d1 = x0 - p0, x1 - p1
+        totals["changes"] += (d0 != 0) | (d1 != 0)
+        totals["prediction_regret"] += mu.sum(0) - loss_star
+        totals["movement_cost"] += move_cost * (np.abs(d0) + np.abs(d1)).sum(0)
+        if actions is not None:
+            actions[t - 1, idx[:, 0]] = x0
+            actions[t - 1, idx[:, 1]] = x1
+        p0, p1 = x0, x1
+        triggered = (logdet - ref) > log_trigger
+        totals["triggers"] += triggered
+        t_solve = time.perf_counter()
+        if kind == "linucb":
+            ref = logdet
+            totals["updates"] += 1
+            totals["reoptimisations"] += 1
+            seed_solves += S
+            x0, x1 = (v.astype(dt) for v in _strong_vertex(h0, h1, i00, i01, i11, beta))
+        else:
+            reopt = triggered.any(0)
+            fires = int(np.count_nonzero(reopt))
+            totals["reoptimisations"] += reopt
+            if fires:  # batch-level skip: no seed fires, nothing to solve
+                free = triggered if kind == "async_lazy" else np.broadcast_to(reopt, (k, S))
+                totals["updates"] += free
+                ref = np.where(triggered if kind == "async_lazy" or reference == "own" else free,
+                               logdet, ref)
+                n0, n1 = _strong_vertex(h0, h1, i00, i01, i11, beta)
+                x0, x1 = np.where(free, n0, x0), np.where(free, n1, x1)
+                seed_solves += fires
+        solve_seconds += time.perf_counter() - t_solve
+        rounds_run = t
+        if max_seconds is not None and t >= min_rounds and (
+            time.perf_counter() - t_begin > max_seconds
+        ):
+            break
+    out = {name: (v.T if v.ndim == 2 else v) for name, v in totals.items()}  # seed axis first
+    if actions is not None:
+        out["actions"] = np.moveaxis(actions, -1, 0)
+    out.update(rounds_run=rounds_run, seed_rounds=rounds_run * S,
+               seconds=time.perf_counter() - t_begin, init_seconds=init_seconds,
+               solve_seconds=solve_seconds, seed_solves=seed_solves)
     return out

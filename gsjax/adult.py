@@ -108,9 +108,7 @@ def shipped_path() -> Path:
 
 def _read_rows(path: Path, skip_first: bool) -> list[list[str]]:
     rows = []
-    with open(path, encoding="ascii") as fh:
-        lines = fh.read().splitlines()
-    for line in lines[1:] if skip_first else lines:
+    for line in path.read_text(encoding="ascii").splitlines()[int(skip_first):]:
         if not line.strip():
             continue
         fields = [f.strip() for f in line.split(",")]
@@ -168,6 +166,11 @@ def save(table: AdultTable, path: str | os.PathLike) -> Path:
     return path
 
 
+def _source(raw_folder) -> str | None:
+    """The in-memory caches' key of a data source: None (shipped file) or an absolute folder."""
+    return None if raw_folder is None else str(Path(raw_folder).resolve())
+
+
 @functools.lru_cache(maxsize=4)
 def _load_cached(path: str | None) -> AdultTable:
     if path is not None:
@@ -185,7 +188,7 @@ def load(raw_folder: str | os.PathLike | None = None) -> AdultTable:
 
     Cached in memory per source (the arrays are shared: do not modify them in place).
     """
-    return _load_cached(None if raw_folder is None else str(Path(raw_folder).resolve()))
+    return _load_cached(_source(raw_folder))
 
 
 def encode(table: AdultTable) -> tuple[np.ndarray, np.ndarray]:
@@ -273,8 +276,7 @@ def train_logistic_regression(
     Returns:
       a :class:`Classifier`; cached in memory per arguments (nothing is written to disk).
     """
-    folder = None if raw_folder is None else str(Path(raw_folder).resolve())
-    return _train_cached(folder, int(seed), int(steps), float(l2))
+    return _train_cached(_source(raw_folder), int(seed), int(steps), float(l2))
 
 
 def held_out_scores(clf: Classifier, table: AdultTable) -> tuple[np.ndarray, np.ndarray,

@@ -1,14 +1,12 @@
 """Experiment configuration schema for ``gsjax``.
 
-Experiment configs are TOML files parsed with the standard-library :mod:`tomllib` and validated
-into frozen, hashable records, declared below as pydantic dataclasses (strict types, closed key
-sets, ``Field`` bounds; the fields' comments document them). The variants of a table are tagged
-unions: a problem is a :class:`BlocksProblem`, :class:`UnequalBlocksProblem`,
-:class:`ScopesProblem`, :class:`GraphProblem` (or its :class:`EdgesGraph`, :class:`GridGraph`,
-:class:`RandomGraph`), :class:`AdultProblem` or :class:`FactorProblem`, selected by its keys.
-Every problem raises :class:`ConfigError`, whose ``field`` attribute is the dotted path of the
-offending entry (``'agent.lambda_reg'``, ``'problem.edges[3]'``, ``'algorithms.lazy.reference'``)
-and whose one-line message says what is allowed.
+TOML files, read with :mod:`tomllib`, are validated into frozen, hashable pydantic dataclasses
+(strict types, closed key sets, ``Field`` bounds; the field comments document them).
+``[problem]`` becomes the record its keys select: :class:`BlocksProblem`, :class:`ScopesProblem`,
+:class:`GraphProblem`, :class:`AdultProblem` or :class:`FactorProblem`. Every problem raises
+:class:`ConfigError`: its ``field`` is the dotted path of the offending entry
+(``'agent.lambda_reg'``, ``'problem.edges[3]'``, ``'algorithms.lazy.reference'``), its one-line
+message says what is allowed.
 
 TOML layout (defaults in parentheses)::
 
@@ -73,7 +71,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Mapping, NamedTuple, Sequence, Union
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Discriminator, Field, Strict
-from pydantic import Tag, TypeAdapter, ValidationError, model_validator
+from pydantic import Tag, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 from pydantic_core import ArgsKwargs
 
@@ -106,9 +105,6 @@ class ConfigError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
     def __reduce__(self):  # keep picklable despite the two-argument __init__
         return (type(self), (self.field, self.message))
@@ -165,14 +161,14 @@ def _dotted(loc: Sequence) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _validate(adapter: TypeAdapter, data: Any, path=_dotted, at: tuple = ()):
+def _validate(adapter: Any, data: Any, path=_dotted, at: tuple | None = None):
     """``adapter.validate_python(data)``, its first error a :class:`ConfigError` at
     ``path(loc)`` (or, with ``at``, an :class:`_Invalid` at ``at + loc`` inside a validator)."""
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
         loc, message = _first_error(exc)
-        if at:
+        if at is not None:
             raise _Invalid(at + loc, message) from None
         raise ConfigError(path(loc) or "<root>", message) from None
 
@@ -213,11 +209,6 @@ def record(cls=None, *, kw_only: bool = True):
     return wrap if cls is None else wrap(cls)
 
 
-def _get(value: Any, key: str, default: Any = None) -> Any:
-    """A raw table's ``value[key]`` or a record's attribute (discriminators see both)."""
-    return value.get(key, default) if isinstance(value, dict) else getattr(value, key, default)
-
-
 def _length(value: Any, length: int, desc: str, loc: Any) -> None:
     if isinstance(value, tuple) and len(value) != length:
         _fail(loc, f"a list here must have {desc} = {length} entries, got {len(value)}")
@@ -243,22 +234,33 @@ class _Record:
             return data  # built in Python (a constructor, dataclasses.replace)
         if not isinstance(data, dict):
             _fail((), f"expected a table, got {_describe(data)}")
-        fields = dataclasses.fields(cls)
-        names = [f.name for f in fields]
+        names = cls._table(data)[0]
         for key in data:
             if key in cls._misplaced and (key in cls._refused or key not in names):
                 _fail(str(key), cls._misplaced[key])
             if key not in names:
                 _fail(str(key), f"unknown key {str(key)!r}; allowed keys: "
                                 f"{', '.join(cls._keys or names)}")
-        for f in fields:
-            if f.name not in data and f.default is f.default_factory is dataclasses.MISSING:
-                why = cls._why.format_map(data)
-                _fail(f.name, f"required{' ' + why if why else ''} but missing")
+        cls._require(data)
         return data
+
+    @classmethod
+    def _require(cls, data: dict) -> None:
+        for name in (name for name in cls._table(data)[1] if name not in data):
+            why = cls._why.format_map(data)
+            _fail(name, f"required{' ' + why if why else ''} but missing")
+
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        """The keys ``data`` may set and those it must set: the fields, those without default."""
+        fields = dataclasses.fields(cls)
+        return [f.name for f in fields], [f.name for f in fields if f.default is f.default_factory
+                                          is dataclasses.MISSING]
 
     @model_validator(mode="after")
     def _after(self):
+        fields = dataclasses.fields(self)  # (records built in Python skip _check_table)
+        self._require({f.name: v for f in fields if (v := getattr(self, f.name)) is not None})
         self._check()
         return self
 
@@ -278,7 +280,7 @@ def _dict(obj: Any) -> Any:
     return [_dict(v) for v in obj] if isinstance(obj, tuple) else obj
 
 
-# --- The problem: one record per variant --------------------------------------------------
+# --- The problem: one record per structure or environment ----------------------------------
 
 _STRUCTURES = ("blocks", "graph", "scopes")
 _GRAPH_KINDS = ("edges", "chain", "grid", "random", "complete")
@@ -374,30 +376,32 @@ class ProblemConfig(_Record):
 
 @record
 class BlocksProblem(ProblemConfig):
-    """``structure = 'blocks'``: ``num_blocks`` blocks of ``block_dim`` coordinates."""
+    """``structure = 'blocks'``: ``num_blocks`` blocks of ``block_dim`` coordinates, or with
+    ``block_dims`` consecutive blocks of these sizes (:data:`UnequalBlocksProblem` is another
+    name of this record)."""
 
     structure: Literal["blocks"] = "blocks"
-    num_blocks: Int(1)
-    block_dim: Int(1)
+    num_blocks: Int(1) | None = None
+    block_dim: Int(1) | None = None
+    block_dims: Annotated[tuple[Int(1), ...], _NONEMPTY] | None = None
     _why = "for problem.structure = 'blocks'"
-
-    @property
-    def sizes(self) -> tuple[int, int]:
-        return self.num_blocks, self.num_blocks * self.block_dim
-
-
-@record
-class UnequalBlocksProblem(ProblemConfig):
-    """``structure = 'blocks'`` with ``block_dims``: consecutive blocks of these sizes."""
-
-    structure: Literal["blocks"] = "blocks"
-    block_dims: Annotated[tuple[Int(1), ...], _NONEMPTY]
     _misplaced = {**_HOME, **dict.fromkeys(("num_blocks", "block_dim"), (
         "not allowed with problem.block_dims (the blocks' sizes are given there)"))}
 
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        own = ("block_dims",) if "block_dims" in data else ("num_blocks", "block_dim")
+        names = [k for k in super()._table(data)[0] if k in own or k not in _HOME]
+        return names, [k for k in names if k in own]
+
     @property
     def sizes(self) -> tuple[int, int]:
-        return len(self.block_dims), sum(self.block_dims)
+        if self.block_dims is not None:
+            return len(self.block_dims), sum(self.block_dims)
+        return self.num_blocks, self.num_blocks * self.block_dim
+
+
+UnequalBlocksProblem = BlocksProblem
 
 
 @record
@@ -430,77 +434,65 @@ class ScopesProblem(ProblemConfig):
         object.__setattr__(self, "num_coords", top + 1 if n is None else n)
 
 
+_GRAPH_KEYS = {"edges": ("edges",), "grid": ("grid_shape",), "random": ("max_degree", "num_edges")}
+
+
 @record
 class GraphProblem(ProblemConfig):
-    """``structure = 'graph'``, the criteria are its nodes: ``graph = 'chain'`` or
-    ``'complete'`` here, ``'edges'``, ``'grid'``, ``'random'`` in the subclasses."""
+    """``structure = 'graph'``, the criteria are its nodes, joined by ``graph = 'chain'``,
+    ``'complete'``, ``'edges'`` (explicit ``(i, j)`` pairs), ``'grid'`` (``num_nodes`` resolves
+    to rows*cols) or ``'random'`` (``num_edges`` random edges, degrees at most ``max_degree``).
+    Each kind sets only its own keys (:data:`EdgesGraph` etc. are other names of this record)."""
 
     structure: Literal["graph"] = "graph"
-    graph: Literal["chain", "complete"]
-    num_nodes: Int(1)
+    graph: Literal[_GRAPH_KINDS]
+    num_nodes: Int(1) | None = None  # required except for 'grid'
     graph_seed: Int(0) = 0
+    edges: tuple[tuple[Int(), ...], ...] | None = None
+    grid_shape: tuple[Int(1), ...] | None = None  # [rows, cols]
+    max_degree: Int(1) | None = None
+    num_edges: Int(0) | None = None
     _why = "for problem.graph = {graph!r}"
+
+    @classmethod
+    def _table(cls, data: dict) -> tuple[list[str], list[str]]:
+        names, required = super()._table(data)
+        own = _GRAPH_KEYS.get(data.get("graph"), ())
+        names = [k for k in names if k in own or not any(k in v for v in _GRAPH_KEYS.values())]
+        need = (*own, *("num_nodes",) * (data.get("graph") != "grid"), *required)
+        return names, [k for k in names if k in need]
 
     @property
     def sizes(self) -> tuple[int, int]:
         return self.num_nodes, self.num_nodes
 
-
-@record
-class EdgesGraph(GraphProblem):
-    """``graph = 'edges'``: explicit ``(i, j)`` pairs."""
-
-    graph: Literal["edges"]
-    edges: tuple[tuple[Int(), ...], ...]
-
     def _structure(self) -> None:
+        n = self.num_nodes
+        if self.graph == "grid":
+            if len(self.grid_shape) != 2:
+                _fail("grid_shape", f"must be [rows, cols], got {len(self.grid_shape)} entries")
+            if n not in (None, nodes := math.prod(self.grid_shape)):
+                _fail("num_nodes", f"must be absent or equal rows*cols = {nodes} for "
+                                   f"problem.graph = 'grid', got {n}")
+            object.__setattr__(self, "num_nodes", nodes)
         seen: set[frozenset] = set()
-        for i, edge in enumerate(self.edges):
+        for i, edge in enumerate(self.edges or ()):
             if len(edge) != 2:
                 _fail(("edges", i), f"must be a pair [i, j] of node indices, got {list(edge)}")
-            if (node := next((v for v in edge if not 0 <= v < self.num_nodes), None)) is not None:
-                _fail(("edges", i), f"node index {node} out of range [0, {self.num_nodes})")
+            if (node := next((v for v in edge if not 0 <= v < n), None)) is not None:
+                _fail(("edges", i), f"node index {node} out of range [0, {n})")
             if edge[0] == edge[1]:
                 _fail(("edges", i), f"self-loop {list(edge)} not allowed (i == j)")
             if frozenset(edge) in seen:
                 _fail(("edges", i), f"duplicate edge {list(edge)}")
             seen.add(frozenset(edge))
-
-
-@record
-class GridGraph(GraphProblem):
-    """``graph = 'grid'``: ``grid_shape = [rows, cols]``; ``num_nodes`` resolves to rows*cols."""
-
-    graph: Literal["grid"]
-    num_nodes: Int(1) | None = None
-    grid_shape: tuple[Int(1), ...]
-
-    @property
-    def sizes(self) -> tuple[int, int]:
-        return (math.prod(self.grid_shape),) * 2
-
-    def _structure(self) -> None:
-        if len(self.grid_shape) != 2:
-            _fail("grid_shape", f"must be [rows, cols], got {len(self.grid_shape)} entries")
-        if self.num_nodes not in (None, nodes := math.prod(self.grid_shape)):
-            _fail("num_nodes", f"must be absent or equal rows*cols = {nodes} for "
-                               f"problem.graph = 'grid', got {self.num_nodes}")
-        object.__setattr__(self, "num_nodes", nodes)
-
-
-@record
-class RandomGraph(GraphProblem):
-    """``graph = 'random'``: ``num_edges`` random edges, degrees at most ``max_degree``."""
-
-    graph: Literal["random"]
-    max_degree: Int(1)
-    num_edges: Int(0)
-
-    def _structure(self) -> None:
-        n = self.num_nodes
-        if self.num_edges > (bound := min(n * self.max_degree // 2, n * (n - 1) // 2)):
+        if self.graph == "random" and self.num_edges > (
+                bound := min(n * self.max_degree // 2, n * (n - 1) // 2)):
             _fail("num_edges", "must be <= min(num_nodes*max_degree//2, "
                                f"num_nodes*(num_nodes-1)//2) = {bound}, got {self.num_edges}")
+
+
+EdgesGraph = GridGraph = RandomGraph = GraphProblem
 
 
 @record
@@ -584,7 +576,8 @@ class FactorConfig(_Record):
                     _fail(("factors", c, key), f"duplicate index in {list(idx)}")
         covered = {i for spec in self.factors or () for i in spec.nodes}
         if self.factors and (missing := [i for i in range(self.num_nodes) if i not in covered]):
-            _fail("factors", f"node {missing[0]} belongs to no factor; every node needs at least one")
+            _fail("factors", f"node {missing[0]} belongs to no factor; every node needs at "
+                             "least one")
 
 
 @record
@@ -621,43 +614,32 @@ class FactorProblem(ProblemConfig):
                                               f"got {len(row)} values")
 
 
-@record
-class _BadProblem:
-    """The ``[problem]`` tables no variant takes: says why."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _explain(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            _fail((), f"expected a table, got {_describe(data)}")
-        if (env := data.get("environment", "linear")) not in _ENVIRONMENTS:
-            _fail("environment", _one_of(_ENVIRONMENTS, env))
-        if data.get("structure") not in _STRUCTURES:
-            _fail("structure", _one_of(_STRUCTURES, data["structure"]) if "structure" in data
-                  else "required but missing")
-        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]) if "graph" in data
-              else "required for problem.structure = 'graph' but missing")
-
-
-_VARIANTS = {"blocks": BlocksProblem, "dims": UnequalBlocksProblem, "scopes": ScopesProblem,
-             "chain": GraphProblem, "complete": GraphProblem, "edges": EdgesGraph,
-             "grid": GridGraph, "random": RandomGraph, "adult": AdultProblem,
-             "factor": FactorProblem, "bad": _BadProblem}
+_VARIANTS = {"blocks": BlocksProblem, "scopes": ScopesProblem, "graph": GraphProblem,
+             "adult": AdultProblem, "factor": FactorProblem}
 _PROBLEM_FIELDS = {f.name for v in _VARIANTS.values() for f in dataclasses.fields(v)}
 
 
-def _problem_tag(v: Any) -> str:
-    env, structure, graph = (_get(v, key) for key in ("environment", "structure", "graph"))
-    tag = env if env in ("adult", "factor") else "bad"
-    if env in (None, "linear") and isinstance(v, (dict, ProblemConfig)):
-        tag = {"blocks": "dims" if _get(v, "block_dims") is not None else "blocks",
-               "scopes": "scopes", "graph": graph if isinstance(graph, str) else "bad",
-               }.get(structure if isinstance(structure, str) else "", "bad")
-    return f"~{tag if tag in _VARIANTS else 'bad'}"
+def _problem(data: Any) -> ProblemConfig:
+    """``[problem]`` as the record its ``environment`` (else ``structure``) selects, or why
+    none does; records built in Python pass as they are."""
+    if isinstance(data, ProblemConfig):
+        return data
+    if not isinstance(data, dict):
+        _fail((), f"expected a table, got {_describe(data)}")
+    env, structure = data.get("environment", "linear"), data.get("structure")
+    if env not in _ENVIRONMENTS:
+        _fail("environment", _one_of(_ENVIRONMENTS, env))
+    if env == "linear" and structure not in _STRUCTURES:
+        _fail("structure", _one_of(_STRUCTURES, structure) if "structure" in data
+              else "required but missing")
+    if env == "linear" and structure == "graph" and data.get("graph") not in _GRAPH_KINDS:
+        _fail("graph", _one_of(_GRAPH_KINDS, data["graph"]) if "graph" in data
+              else "required for problem.structure = 'graph' but missing")
+    cls = _VARIANTS[structure if env == "linear" else env]
+    return _validate(cls.__pydantic_validator__, data, at=())
 
 
-Problem = Annotated[Union[tuple(Annotated[cls, Tag(f"~{tag}")] for tag, cls in _VARIANTS.items())],
-                    Discriminator(_problem_tag)]
+Problem = Annotated[ProblemConfig, BeforeValidator(_problem)]
 _PROBLEM = TypeAdapter(Problem)
 
 
@@ -726,22 +708,19 @@ _AGENT_KEYS = tuple(f.name for f in dataclasses.fields(AgentConfig))
 
 @record(kw_only=False)
 class AlgorithmEntry(_Record):
-    """One ``[algorithms.NAME]`` table: ``agent`` is ``[agent]`` merged with its overrides."""
+    """One ``[algorithms.NAME]`` table: ``agent`` is ``[agent]`` merged with its overrides (an
+    :class:`AdaptiveAgentConfig` for ``'adaptive_lazy'``)."""
 
     name: str  # the table key
     algorithm: str  # from ALGORITHM_NAMES
     agent: AgentConfig
 
-
-@record(kw_only=False)
-class _AdaptiveEntry(AlgorithmEntry):
-    agent: AdaptiveAgentConfig
-
-
-Entry = Annotated[
-    Union[Annotated[AlgorithmEntry, Tag("~plain")], Annotated[_AdaptiveEntry, Tag("~adaptive")]],
-    Discriminator(lambda v: "~adaptive" if _get(v, "algorithm") == "adaptive_lazy" else "~plain"),
-]
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _adaptive(cls, agent: Any, info: ValidationInfo) -> Any:
+        if info.data.get("algorithm") != "adaptive_lazy" or isinstance(agent, AgentConfig):
+            return agent
+        return _validate(AdaptiveAgentConfig.__pydantic_validator__, agent, at=())
 
 
 def _entry_tables(raw: Mapping, known: Any, keys: Sequence[str], what: str = "algorithm"):
@@ -830,7 +809,7 @@ class ExperimentConfig(_Record):
     record_every: Int(1) = 1  # parse_config's default: default_record_every(horizon)
     problem: Problem
     agent: AgentConfig = AgentConfig()
-    algorithms: tuple[Entry, ...] = ()
+    algorithms: tuple[AlgorithmEntry, ...] = ()
     paper_json: str = "{}"
     grid: Annotated[tuple[tuple[str, tuple[float, ...]], ...], BeforeValidator(_grid_axes)] = ()
     relaxed: RelaxedConfig | None = None
@@ -868,9 +847,6 @@ class ExperimentConfig(_Record):
         block = self.relaxed.block if self.relaxed is not None else None
         if block is not None and self.horizon % block:
             _fail(("relaxed", "block"), f"must divide horizon ({self.horizon}); got {block}")
-
-
-_EXPERIMENT = TypeAdapter(ExperimentConfig)
 
 
 # --- Public API ---------------------------------------------------------------------------
@@ -954,7 +930,7 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
     tables = list(_entry_tables(data, ALGORITHM_NAMES, keys))
     data["algorithms"] = [{"name": name, "algorithm": algorithm, "agent": {**shared, **table}}
                           for name, algorithm, table in tables]
-    return _validate(_EXPERIMENT, data, _toml_path(tables))
+    return _validate(ExperimentConfig.__pydantic_validator__, data, _toml_path(tables))
 
 
 MAX_RECORDS = 1000

@@ -33,8 +33,9 @@ The SAME problem is a :class:`gsjax.problem.Problem` of the node-wise model, so 
 algorithms run on it unchanged: node ``i``'s scope is the union of its factors' coordinates,
 its feature vector is the concatenation of its :math:`\psi_{C,i}` over its factors (padded to
 ``max_degree`` factors of ``d_C`` entries), and its ``theta*_i`` is its own stacked copy of the
-:math:`(w^*_C)_{C \ni i}` (:func:`node_features`). Node-wise estimators learn each copy from the
-node's own feedback only; the joint estimator pools every node's feedback into one estimate.
+:math:`(w^*_C)_{C \ni i}` (:meth:`FactorEnv.features`). Node-wise estimators learn each copy
+from the node's own feedback only; the joint estimator pools every node's feedback into one
+estimate.
 
 Shapes are padded: every factor has ``m_C`` coordinate slots and ``d_C`` feature slots (the
 largest), with masks; mixing matrices act on the real sub-block only. The padded joint vector
@@ -50,16 +51,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax.graphs import Scopes
+from gsjax.graphs import Scopes, padded
 from gsjax.problem import (
     Environment,
     Problem,
     Structure,
     _feature_mask,
+    assemble_problem,
+    check_theta_values,
     draw_rff,
     draw_theta,
     feature_dim,
-    features,
+    make_structure,
+    scoped_features,
     total_loss,
     with_minimiser,
 )
@@ -74,8 +78,6 @@ __all__ = [
     "node_scopes",
     "make_factor_structure",
     "mixing_matrices",
-    "factor_features",
-    "node_features",
     "joint_dim",
     "joint_features",
     "joint_theta",
@@ -141,35 +143,27 @@ def _node_factor_lists(layout: FactorLayout) -> list[list[int]]:
 
 
 def _check_layout(layout: FactorLayout) -> None:
+    """At least one factor; each lists distinct coordinates and member nodes, in range; every
+    node belongs to a factor (``ValueError`` naming the layout's field)."""
     if len(layout.factor_coords) != len(layout.factor_nodes) or not layout.factor_coords:
-        raise ValueError("a factor graph needs at least one factor, each with coords and nodes")
-    for c, (coords, nodes) in enumerate(zip(layout.factor_coords, layout.factor_nodes)):
-        if not coords or len(set(coords)) != len(coords):
-            raise ValueError(f"factor {c}: coordinates must be distinct and non-empty")
-        if not nodes or len(set(nodes)) != len(nodes):
-            raise ValueError(f"factor {c}: nodes must be distinct and non-empty")
-        if not all(0 <= j < layout.num_coords for j in coords):
-            raise ValueError(f"factor {c}: coordinate out of range [0, {layout.num_coords})")
-        if not all(0 <= i < layout.num_nodes for i in nodes):
-            raise ValueError(f"factor {c}: node out of range [0, {layout.num_nodes})")
+        raise ValueError("layout.factor_coords: a factor graph needs at least one factor, each "
+                         "with coords (factor_coords) and nodes (factor_nodes)")
+    for field, size in (("factor_coords", layout.num_coords), ("factor_nodes", layout.num_nodes)):
+        for c, row in enumerate(getattr(layout, field)):
+            if not row or len(set(row)) != len(row) or not all(0 <= j < size for j in row):
+                raise ValueError(f"layout.{field}[{c}]: factor {c} needs distinct indices in "
+                                 f"[0, {size}), at least one, got {row!r}")
     for i, fl in enumerate(_node_factor_lists(layout)):
         if not fl:
-            raise ValueError(f"node {i} belongs to no factor")
+            raise ValueError(f"layout.factor_nodes: node {i} belongs to no factor")
 
 
 def node_scopes(layout: FactorLayout) -> Scopes:
     """Node ``i``'s scope: the union of its factors' coordinates, in increasing order."""
     _check_layout(layout)
-    rows = []
-    for fl in _node_factor_lists(layout):
-        rows.append(sorted({int(j) for c in fl for j in layout.factor_coords[c]}))
-    m = max(len(r) for r in rows)
-    index = np.zeros((layout.num_nodes, m), np.int32)
-    mask = np.zeros((layout.num_nodes, m), bool)
-    for i, r in enumerate(rows):
-        index[i, : len(r)] = r
-        mask[i, : len(r)] = True
-    return Scopes(index, mask, layout.num_coords)
+    rows = [sorted({int(j) for c in fl for j in layout.factor_coords[c]})
+            for fl in _node_factor_lists(layout)]
+    return padded(rows, layout.num_coords)
 
 
 def make_factor_structure(
@@ -183,11 +177,12 @@ def make_factor_structure(
     features of a block as its coordinates) does not apply; the whole box is enumerated.
     """
     if mixing not in MIXINGS:
-        raise ValueError(f"unknown mixing {mixing!r}; allowed: {MIXINGS}")
+        raise ValueError(f"make_factor_structure: mixing: unknown mixing {mixing!r}; "
+                         f"allowed: {MIXINGS}")
     scopes = node_scopes(layout)
-    dd = rff_dim if features_kind == "rff" else 1
+    nodewise = make_structure(scopes, features_kind, noise, rff_dim)
     m_c = max(len(c) for c in layout.factor_coords)
-    d_c = feature_dim(features_kind, m_c, dd)
+    d_c = feature_dim(features_kind, m_c, nodewise.rff_dim)
     degree = max(len(fl) for fl in _node_factor_lists(layout))
     spec = FactorSpec(
         num_factors=len(layout.factor_coords),
@@ -196,27 +191,9 @@ def make_factor_structure(
         max_degree=degree,
         mixing=mixing,
     )
-    structure = Structure(
-        num_coords=layout.num_coords,
-        num_criteria=layout.num_nodes,
-        scope_size=int(scopes.index.shape[1]),
-        feature_dim=degree * d_c,
-        features=features_kind,
-        noise=noise,
-        disjoint=False,
-        rff_dim=dd,
-        env=FactorEnv(spec),
-    )
+    structure = dataclasses.replace(nodewise, feature_dim=degree * d_c, disjoint=False,
+                                    env=FactorEnv(spec))
     return structure, scopes
-
-
-def _factor_index(layout: FactorLayout, spec: FactorSpec) -> tuple[np.ndarray, np.ndarray]:
-    idx = np.zeros((spec.num_factors, spec.factor_scope_size), np.int32)
-    mask = np.zeros_like(idx, dtype=bool)
-    for c, coords in enumerate(layout.factor_coords):
-        idx[c, : len(coords)] = coords
-        mask[c, : len(coords)] = True
-    return idx, mask
 
 
 def _haar_orthogonal(rng: np.random.Generator, d: int) -> np.ndarray:
@@ -232,8 +209,7 @@ def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np
     increasing id); zero outside the real ``d x d`` block and for padded factor slots.
     """
     spec: FactorSpec = structure.env.spec
-    _, smask = _factor_index(layout, spec)
-    fmask = _feature_mask(structure, smask)  # (F, d_C)
+    fmask = _feature_mask(structure, padded(layout.factor_coords, layout.num_coords).mask)
     d_c = spec.factor_feature_dim
     rng = np.random.default_rng(seed)
     out = np.zeros((layout.num_nodes, spec.max_degree, d_c, d_c))
@@ -251,26 +227,12 @@ def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np
     return out
 
 
-def factor_features(structure: Structure, data: FactorData, s: jax.Array) -> jax.Array:
-    """(F, d_C) the shared features ``phi_C(s|_C)`` of every factor, zero on padded entries."""
-    s_local = s[data.factor_scopes]
-    phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
-        s_local, data.factor_scope_mask, data.rff_omega, data.rff_phase
-    )
-    return jnp.where(data.factor_feat_mask, phi, 0.0)
-
-
 def _node_blocks(structure: Structure, data: FactorData, s: jax.Array) -> jax.Array:
     """(k, max_degree, d_C) ``psi_{C,i}(s|_C) = M_{C,i} phi_C`` for each node's factor slots."""
-    phi = factor_features(structure, data, s)[data.node_factors]  # (k, D, d_C)
-    psi = jnp.einsum("kjab,kjb->kja", data.mix, phi)
+    phi = scoped_features(structure, s, data.factor_scopes, data.factor_scope_mask,
+                          data.factor_feat_mask, data.rff_omega, data.rff_phase)  # (F, d_C)
+    psi = jnp.einsum("kjab,kjb->kja", data.mix, phi[data.node_factors])
     return jnp.where(data.node_factor_mask[..., None], psi, 0.0)
-
-
-def node_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
-    """(k, max_degree d_C) node-wise features: node ``i``'s ``psi_{C,i}`` over its factors."""
-    psi = _node_blocks(structure, problem.env_data, s)
-    return psi.reshape(structure.num_criteria, -1)
 
 
 def joint_dim(structure: Structure) -> int:
@@ -298,7 +260,8 @@ class FactorEnv(Environment):
     coordinate_model: ClassVar[bool] = False
 
     def features(self, structure, problem, s):
-        return node_features(structure, problem, s)
+        # node i's features: its psi_{C,i} over its factor slots, concatenated
+        return _node_blocks(structure, problem.env_data, s).reshape(structure.num_criteria, -1)
 
     def linear_coefficients(self, structure, problem):
         # mixed features: L is still linear in s, read off its gradient
@@ -358,32 +321,21 @@ def make_factor_problem(
     ``s*`` is exact for linear features (``L`` is then linear in ``s``).
     """
     spec: FactorSpec = structure.env.spec
-    k, n = structure.num_criteria, structure.num_coords
-    F, dd = spec.num_factors, structure.rff_dim
-    fidx, fsmask = _factor_index(layout, spec)
-    ffmask = _feature_mask(structure, fsmask)  # (F, d_C)
+    k, F = structure.num_criteria, spec.num_factors
+    factor_scopes = padded(layout.factor_coords, layout.num_coords)
+    ffmask = _feature_mask(structure, factor_scopes.mask)  # (F, d_C)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
     if theta_distribution == "explicit":
-        if len(theta_values) != F:
-            raise ValueError(f"theta needs one row per factor ({F}); got {len(theta_values)}")
-        for c, row in enumerate(theta_values):
-            if len(row) != int(ffmask[c].sum()):
-                raise ValueError(
-                    f"theta row {c} has {len(row)} entries; factor {c} has "
-                    f"{int(ffmask[c].sum())} features"
-                )
+        check_theta_values(theta_values, ffmask, structure.features, "make_factor_problem",
+                           ("F", "factor"))
     w = draw_theta(k_theta, ffmask, theta_distribution, theta_values, theta_scale, dtype)
-    omega, phase = draw_rff(k_omega, k_phase, structure, fsmask, rff_lengthscale, dtype)
-
-    lists = _node_factor_lists(layout)
-    nf = np.zeros((k, spec.max_degree), np.int32)
-    nfm = np.zeros((k, spec.max_degree), bool)
-    for i, fl in enumerate(lists):
-        nf[i, : len(fl)] = fl
-        nfm[i, : len(fl)] = True
+    omega, phase = draw_rff(k_omega, k_phase, structure, factor_scopes.mask, rff_lengthscale,
+                            dtype)
+    node_factors = padded(_node_factor_lists(layout), F)  # (k, max_degree)
+    nf, nfm = node_factors.index, node_factors.mask
     data = FactorData(
-        factor_scopes=jnp.asarray(fidx),
-        factor_scope_mask=jnp.asarray(fsmask),
+        factor_scopes=jnp.asarray(factor_scopes.index),
+        factor_scope_mask=jnp.asarray(factor_scopes.mask),
         factor_feat_mask=jnp.asarray(ffmask),
         rff_omega=omega,
         rff_phase=phase,
@@ -395,21 +347,6 @@ def make_factor_problem(
     # Node-wise view: node i's theta*_i is its stacked copy of (w*_C)_{C in i}.
     theta = jnp.where(jnp.asarray(nfm)[..., None], w[jnp.asarray(nf)], 0.0).reshape(k, -1)
     feat_mask = (nfm[..., None] & ffmask[nf]).reshape(k, -1)
-    scopes = node_scopes(layout)
-    sig_len = k if structure.noise == "independent" else n
-    zero = jnp.zeros((), dtype)
-    problem = Problem(
-        scopes=jnp.asarray(scopes.index, jnp.int32),
-        scope_mask=jnp.asarray(scopes.mask),
-        feat_mask=jnp.asarray(feat_mask),
-        theta=theta,
-        noise_sigma=jnp.broadcast_to(jnp.asarray(noise_sigma, dtype), (sig_len,)),
-        rff_omega=jnp.zeros((k, dd, structure.scope_size), dtype),  # unused: per factor
-        rff_phase=jnp.zeros((k, dd), dtype),
-        s0=jnp.broadcast_to(jnp.asarray(s0, dtype), (n,)),
-        s_star=jnp.zeros((n,), dtype),
-        loss_star=zero,
-        s_star_residual=zero,
-        env_data=data,
-    )
+    problem = assemble_problem(structure, node_scopes(layout), feat_mask, theta, s0, dtype,
+                               noise_sigma=noise_sigma, env_data=data)
     return with_minimiser(k_star, structure, problem)

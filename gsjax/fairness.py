@@ -58,11 +58,8 @@ predicted positive when its score carries logistic noise of scale ``h``):
           + |\mathrm{TPR}_{m,h} - \mathrm{TPR}_{f,h}|, \qquad
           \mathrm{TPR}_{g,h} = \sum_{i \in g, y_i = 1} p_i / |\{i \in g : y_i = 1\}|.
 
-The regret term uses :math:`L_h` on all held-out rows, read from a table of
-:math:`L_h` on a uniform grid of ``G`` points of ``[0, 1]`` computed once (float64) by direct
-sums, with linear interpolation (a direct sum over the 15,060 rows each round of each seed costs
-far more than the rest of the round; the interpolation error is far below the smoothing error,
-see :func:`smooth`). The observation is :func:`smoothed_batch_loss`: the SAME batch rows as
+The regret term uses :math:`L_h` on all held-out rows, interpolated in a table built once
+(:func:`smooth`). The observation is :func:`smoothed_batch_loss`: the SAME batch rows as
 :func:`batch_loss` (same key, same draw), every indicator replaced by :math:`p_i`, with the
 spec's gap estimator (``plain``: the batch's ``|TPR_m - TPR_f|`` from soft counts; ``signed``
 and ``split``: :math:`z_i = p_i y_i (m_i/\pi_m - f_i/\pi_f)`), so gradients flow through the
@@ -71,13 +68,9 @@ score: with :math:`e_i = |p_i - 1[u_i \ge \tau]| = \sigma(-|u_i - \tau|/h)`,
 :math:`|L_h - L| \le \sum_i e_i / N + \sum_{i: y_i = 1} e_i / n_{g(i)}` (``n_g``: positives
 of group ``g``), which vanishes with ``h``; only rows within a few ``h`` of :math:`\tau` count.
 
-Bandwidth (``[relaxed] loss_bandwidth``, default 0.01; measured on Adult, README): the
-minimiser of :math:`L_h` is 0.8510 / 0.8495 / 0.8385 for ``h`` = 0.005 / 0.01 / 0.02
-(:math:`\tau^* = 0.8512`), where the exact loss is 0.2224 / 0.2241 / 0.2317
-(:math:`L^* = 0.2221`); the gradient of the relaxed section7_3 objective in
-:math:`\log\beta` had the sign of the objective's trend at all four of
-:math:`\beta` = 0.5, 0.7, 1, 1.4 for ``h`` = 0.01 and 0.02, not for 0.005 (16 seeds,
-T = 2000, temperatures 0.1). 0.01 is the smallest of the three that gave usable gradients.
+The bandwidth (``[relaxed] loss_bandwidth``, default 0.01: the smallest that gave usable
+gradients) and the table's grid were chosen by measurements on Adult (README, "Section 7.3" of
+the tuning results).
 """
 
 from __future__ import annotations
@@ -91,7 +84,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax import adult
-from gsjax.problem import Environment, Feedback, Problem, _feature_mask
+from gsjax.problem import Environment, Feedback, _feature_mask, assemble_problem
 
 __all__ = [
     "GAP_ESTIMATORS",
@@ -148,6 +141,11 @@ def loss_terms(scores, labels, male, tau) -> tuple[float, float, float]:
     return float(err), float(tpr(male)), float(tpr(~male))
 
 
+def _count_at_least(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(M,) the number of entries of ``x`` that are ``>= u[j]``, for each ``j``."""
+    return x.shape[0] - np.searchsorted(np.sort(x), u, side="left")
+
+
 def loss_table(scores, labels, male) -> tuple[np.ndarray, np.ndarray]:
     """``(u, table)``: the distinct scores ascending (M,) and ``L`` on each piece (M + 1,) float64.
 
@@ -158,11 +156,7 @@ def loss_table(scores, labels, male) -> tuple[np.ndarray, np.ndarray]:
     labels, male = np.asarray(labels, bool), np.asarray(male, bool)
     u = np.unique(scores)
     n = scores.shape[0]
-
-    def at_least(x):  # number of x >= u[j] for each j, and 0 for j = M
-        c = x.shape[0] - np.searchsorted(np.sort(x), u, side="left")
-        return np.append(c, 0).astype(np.float64)
-
+    at_least = lambda x: np.append(_count_at_least(x, u), 0).astype(np.float64)  # noqa: E731
     tp_m, tp_f = at_least(scores[labels & male]), at_least(scores[labels & ~male])
     fp = at_least(scores[~labels])
     pos_m, pos_f = np.sum(labels & male), np.sum(labels & ~male)
@@ -264,12 +258,11 @@ def observe(key: jax.Array, spec: FairnessSpec, data: FairnessData, s: jax.Array
     """:class:`~gsjax.problem.Feedback` at the played state ``s`` (1,): the batch loss and ``L``
     (in the smoothed environment, :func:`smooth`: the smoothed batch loss and ``L_h``)."""
     tau = s[0]
-    if data.bandwidth is not None:  # static: the pytree's structure, not a traced value
-        y = smoothed_batch_loss(key, spec, data, tau)
-        return Feedback(y=y[None].astype(s.dtype),
-                        expected_loss=smoothed_loss(data, tau).astype(s.dtype))
-    y = batch_loss(key, spec, data, tau)
-    return Feedback(y=y[None].astype(s.dtype), expected_loss=exact_loss(data, tau).astype(s.dtype))
+    if data.bandwidth is None:  # static: the pytree's structure, not a traced value
+        y, mean = batch_loss(key, spec, data, tau), exact_loss(data, tau)
+    else:
+        y, mean = smoothed_batch_loss(key, spec, data, tau), smoothed_loss(data, tau)
+    return Feedback(y=y[None].astype(s.dtype), expected_loss=mean.astype(s.dtype))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,9 +298,11 @@ def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str
     memory) and scores the held-out (test) rows.
     """
     if structure.num_coords != 1 or structure.num_criteria != 1:
-        raise ValueError("the Adult threshold environment has one coordinate and one criterion")
+        raise ValueError("make_adult_problem: structure: the Adult threshold environment has one "
+                         "coordinate and one criterion")
     if gap_estimator not in GAP_ESTIMATORS:
-        raise ValueError(f"unknown gap estimator {gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
+        raise ValueError(f"make_adult_problem: gap_estimator: unknown gap estimator "
+                         f"{gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
     structure = dataclasses.replace(structure, env=AdultEnv(
         FairnessSpec(batch_size=int(batch_size), gap_estimator=gap_estimator)))
     table = adult.load(raw_data)
@@ -316,23 +311,16 @@ def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str
     scores, labels, male = adult.held_out_scores(clf, table)
     data = make_data(scores, labels, male, dtype)
     tau, loss_star, _ = exact_minimiser(np.asarray(data.thresholds), np.asarray(data.table))
-    fmask = _feature_mask(structure, scopes.mask)
-    k, d, m, dd = 1, structure.feature_dim, structure.scope_size, structure.rff_dim
-    problem = Problem(
-        scopes=jnp.asarray(scopes.index, jnp.int32),
-        scope_mask=jnp.asarray(scopes.mask),
-        feat_mask=jnp.asarray(fmask),
-        theta=jnp.zeros((k, d), dtype),  # unused: the loss comes from the data
-        noise_sigma=jnp.zeros((k,), dtype),
-        rff_omega=jnp.zeros((k, dd, m), dtype),
-        rff_phase=jnp.zeros((k, dd), dtype),
-        s0=jnp.broadcast_to(jnp.asarray(s0, dtype), (1,)),
-        s_star=jnp.asarray([tau], dtype),
-        loss_star=jnp.asarray(loss_star, dtype),
-        s_star_residual=jnp.zeros((), dtype),
-        env_data=data,
-    )
-    return structure, problem
+    # theta* is never read here (the loss comes from the data); zero, as reports write it
+    theta = jnp.zeros((1, structure.feature_dim), dtype)
+    rff = {}
+    if structure.features == "rff":  # the learner's features read frequencies: zero, as before
+        dd, m = structure.rff_dim, structure.scope_size
+        rff = dict(rff_omega=jnp.zeros((1, dd, m), dtype), rff_phase=jnp.zeros((1, dd), dtype))
+    problem = assemble_problem(structure, scopes, _feature_mask(structure, scopes.mask), theta,
+                               s0, dtype, env_data=data, **rff)
+    return structure, problem._replace(s_star=jnp.asarray([tau], dtype),
+                                       loss_star=jnp.asarray(loss_star, dtype))
 
 
 def describe(problem) -> dict:
@@ -340,13 +328,11 @@ def describe(problem) -> dict:
     d = problem.env_data
     u, table = np.asarray(d.thresholds), np.asarray(d.table)
     tau, loss_star, (lo, hi) = exact_minimiser(u, table)
-    err, tpr_m, tpr_f = loss_terms(np.asarray(d.scores), np.asarray(d.labels),
-                                   np.asarray(d.male), 0.5)
-    e_star, m_star, f_star = loss_terms(np.asarray(d.scores), np.asarray(d.labels),
-                                        np.asarray(d.male), tau)
-    # Where TPR_f > TPR_m (the "signed" estimator's mean is then below L by 2|D|).
     scores, labels, male = np.asarray(d.scores), np.asarray(d.labels), np.asarray(d.male)
-    rate = lambda x: (x.shape[0] - np.searchsorted(np.sort(x), u, side="left")) / max(x.shape[0], 1)  # noqa: E731
+    err, tpr_m, tpr_f = loss_terms(scores, labels, male, 0.5)
+    e_star, m_star, f_star = loss_terms(scores, labels, male, tau)
+    # Where TPR_f > TPR_m (the "signed" estimator's mean is then below L by 2|D|).
+    rate = lambda x: _count_at_least(x, u) / max(x.shape[0], 1)  # noqa: E731
     signed = rate(scores[labels & male]) - rate(scores[labels & ~male])  # D on pieces 0..M-1
     width = np.diff(np.concatenate([[0.0], np.clip(u.astype(np.float64), 0.0, 1.0)]))
     flipped = signed < 0
@@ -401,11 +387,9 @@ def smooth(problem, bandwidth: float, grid_size: int = DEFAULT_GRID):
     ``loss_star`` stays the exact ``L(tau*)`` (a constant: it shifts the regret, not its
     gradient). The hard environment is untouched (a new ``Problem``; the data arrays are shared).
 
-    Grid (measured on Adult): linear interpolation on 4097 points is within 1.3e-6 of the
-    direct sum at ``h = 0.01`` (1.3e-5 at ``h = 0.002``), against a mean ``|L_h - L|`` of
-    3.6e-3 over ``[0, 1]`` at ``h = 0.01``; the table takes about a second to build (the
-    direct sum in every round would make a relaxed run ~4x slower: 4.9 s against 1.2 s for a
-    gradient of 16 seeds x 400 rounds).
+    The table is computed once (float64 direct sums; about a second): on 4097 points, linear
+    interpolation is within 1.3e-6 of the direct sum at ``h = 0.01``, far below the smoothing
+    error, and a direct sum in every round would make a relaxed run ~4x slower (README).
     """
     h = float(bandwidth)
     if not (h > 0 and math.isfinite(h)):

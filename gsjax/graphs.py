@@ -29,6 +29,7 @@ __all__ = [
     "block_scopes",
     "graph_scopes",
     "scopes_from_rows",
+    "padded",
     "check_scopes",
     "chain_edges",
     "grid_edges",
@@ -63,12 +64,7 @@ def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
     out = set()
     for e, edge in enumerate(edges):
         name = f"graph_scopes: edges[{e}]"
-        try:
-            pair = tuple(edge)
-        except TypeError:
-            raise ValueError(
-                f"{name}: expected a pair (i, j) of node indices, got {edge!r}"
-            ) from None
+        pair = tuple(edge) if np.iterable(edge) else ()
         if len(pair) != 2:
             raise ValueError(f"{name}: expected a pair (i, j) of node indices, got {edge!r}")
         i, j = (_integer(v, name) for v in pair)
@@ -103,11 +99,12 @@ def graph_scopes(num_nodes: int, edges) -> Scopes:
         nbrs[i].add(j)
         nbrs[j].add(i)
     rows = [[i] + sorted(nbrs[i]) for i in range(num_nodes)]
-    return _padded(rows, num_nodes)
+    return padded(rows, num_nodes)
 
 
-def _padded(rows: list[list[int]], num_coords: int) -> Scopes:
-    """Rows of coordinate indices as a padded index array and mask (no checks)."""
+def padded(rows, num_coords: int) -> Scopes:
+    """Rows of indices in ``[0, num_coords)`` as a padded index array (int32, padded with 0) and
+    mask, as wide as the longest row (no checks)."""
     m = max(len(r) for r in rows)
     index = np.zeros((len(rows), m), np.int32)
     mask = np.zeros((len(rows), m), bool)
@@ -132,16 +129,13 @@ def scopes_from_rows(rows, num_coords: int) -> Scopes:
     out = []
     for i, row in enumerate(rows):
         name = f"scopes_from_rows: rows[{i}]"
-        try:
-            entries = list(row)
-        except TypeError:
-            raise ValueError(
-                f"{name}: expected a sequence of coordinate indices, got {row!r}"
-            ) from None
+        if not np.iterable(row):
+            raise ValueError(f"{name}: expected a sequence of coordinate indices, got {row!r}")
+        entries = list(row)
         if not entries:
             raise ValueError(f"{name}: a scope must hold at least one coordinate, got []")
         out.append([_integer(v, name) for v in entries])
-    return check_scopes(_padded(out, num_coords), where="scopes_from_rows")
+    return check_scopes(padded(out, num_coords), where="scopes_from_rows")
 
 
 def check_scopes(scopes: Scopes, num_coords: int | None = None, *,

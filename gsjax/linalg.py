@@ -141,11 +141,16 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
         ``log det V`` are recomputed from the updated data Gram matrix and ``lambda`` instead
         of advanced incrementally.
     """
-    data_gram = stats.data_gram + jnp.outer(x, x)
-    b = stats.b + x * y
-
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
+
+    return _advance(stats, stats.data_gram + jnp.outer(x, x), stats.b + x * y, incremental,
+                    do_refresh)
+
+
+def _advance(stats: RidgeStats, data_gram, b, incremental, do_refresh) -> RidgeStats:
+    """New statistics with ``(inv, logdet)`` from ``incremental(None)``, or refreshed from
+    ``data_gram`` when ``do_refresh`` (static bool or traced scalar)."""
 
     def exact(_):
         return refresh(data_gram, stats.lam)
@@ -219,19 +224,11 @@ def update_rank_k(stats: RidgeStats, xs: jax.Array, ys: jax.Array, do_refresh,
     """
     if method not in RANK_K_METHODS:
         raise ValueError(f"unknown rank-k method {method!r}; allowed: {RANK_K_METHODS}")
-    data_gram = stats.data_gram + xs.T @ xs
-    b = stats.b + xs.T @ ys
     step = woodbury if method == "woodbury" else sherman_morrison_steps
 
     def incremental(_):
         inv, inc = step(stats.inv, xs)
         return inv, stats.logdet + inc
 
-    def exact(_):
-        return refresh(data_gram, stats.lam)
-
-    if isinstance(do_refresh, bool):
-        inv, logdet = exact(None) if do_refresh else incremental(None)
-    else:
-        inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
-    return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)
+    return _advance(stats, stats.data_gram + xs.T @ xs, stats.b + xs.T @ ys, incremental,
+                    do_refresh)

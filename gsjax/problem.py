@@ -52,7 +52,7 @@ __all__ = [
     "Environment",
     "LinearModel",
     "LINEAR",
-    "model_features",
+    "scoped_features",
     "feature_dim",
     "make_structure",
     "features",
@@ -96,13 +96,14 @@ class Problem(NamedTuple):
     scope_mask: jax.Array  # (k, m) bool
     feat_mask: jax.Array  # (k, d) bool, real feature entries
     theta: jax.Array  # (k, d) theta*, zero on padded entries
-    noise_sigma: jax.Array  # (k,) independent, or (n,) per-coordinate for correlated
-    rff_omega: jax.Array  # (k, D, m) random frequencies / lengthscale (zeros unless rff)
-    rff_phase: jax.Array  # (k, D) random phases (zeros unless rff)
     s0: jax.Array  # (n,) starting state
     s_star: jax.Array  # (n,) minimiser of L over the box
     loss_star: jax.Array  # () L(s*)
     s_star_residual: jax.Array  # () projected-gradient norm at s* (0 when exact)
+    # Read by the linear model's noise and features only (None where the environment has its own).
+    noise_sigma: jax.Array | None = None  # (k,) independent, or (n,) per-coordinate, correlated
+    rff_omega: jax.Array | None = None  # (k, D, m) random frequencies / lengthscale (0 unless rff)
+    rff_phase: jax.Array | None = None  # (k, D) random phases (zeros unless rff)
     env_data: object = None  # pytree of the environment's own arrays (None for the linear model)
 
     @property
@@ -179,27 +180,25 @@ def _check_own_first(mask: np.ndarray, where: str) -> None:
         )
 
 
-def _check_vector(value, name: str, length: int, desc: str, **bounds) -> None:
-    """A scalar or a ``(length,)`` sequence (what ``broadcast_to(., (length,))`` takes)."""
+def _check_array(value, name: str, length: int | None = None, desc: str = "", **bounds) -> None:
+    """A scalar, or with ``length`` a scalar or a ``(length,)`` sequence (what
+    ``broadcast_to(., (length,))`` takes); finite values within the bounds."""
     shape, values = shape_and_values(value, name)
-    if shape not in ((), (1,), (length,)):
+    if length is None and shape != ():
+        raise ValueError(f"{name}: expected a scalar, got shape {shape}")
+    if length is not None and shape not in ((), (1,), (length,)):
         raise ValueError(f"{name}: expected a scalar or {desc} = {length} values, "
                          f"got shape {shape}")
     if values is not None:
         check_bounds(values, name, **bounds)
 
 
-def _check_scalar(value, name: str, **bounds) -> None:
-    shape, values = shape_and_values(value, name)
-    if shape != ():
-        raise ValueError(f"{name}: expected a scalar, got shape {shape}")
-    if values is not None:
-        check_bounds(values, name, **bounds)
-
-
-def _check_theta_values(theta_values, fmask: np.ndarray, features_kind: str) -> None:
-    """An explicit ``theta*``: ``k`` rows, row ``i`` of criterion ``i``'s feature count, finite."""
-    name = "make_problem: theta_values"
+def check_theta_values(theta_values, fmask: np.ndarray, features_kind: str,
+                       where: str = "make_problem", rows_of: tuple = ("k", "criterion")) -> None:
+    """An explicit ``theta*``: one row per row of the host mask ``fmask`` (``rows_of``: its
+    symbol and what a row is), row ``i`` of row ``i``'s feature count, finite."""
+    name = f"{where}: theta_values"
+    symbol, unit = rows_of
     if theta_values is None:
         raise ValueError(f"{name}: required for theta_distribution = 'explicit', got None")
     if is_traced(theta_values):
@@ -207,14 +206,14 @@ def _check_theta_values(theta_values, fmask: np.ndarray, features_kind: str) -> 
     rows = list(theta_values)
     k = fmask.shape[0]
     if len(rows) != k:
-        raise ValueError(f"{name}: expected k = {k} rows (one per criterion), got {len(rows)}")
+        raise ValueError(f"{name}: expected {symbol} = {k} rows (one per {unit}), got {len(rows)}")
     for i, row in enumerate(rows):
         shape, values = shape_and_values(row, f"{name}[{i}]")
         d_i = int(fmask[i].sum())
         if len(shape) != 1 or shape[0] != d_i:
             raise ValueError(
                 f"{name}[{i}]: theta row {i} has {shape[0] if len(shape) == 1 else shape} "
-                f"entries; criterion {i} has {d_i} {features_kind} features"
+                f"entries; {unit} {i} has {d_i} {features_kind} features"
             )
         check_bounds(values, f"{name}[{i}]")
 
@@ -238,19 +237,17 @@ def _check_problem_args(structure: Structure, scopes: Scopes, theta_distribution
                          f"{theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
     if theta_distribution == "explicit":
         fmask = _feature_mask(structure, scopes.mask)
-        _check_theta_values(theta_values, fmask, structure.features)
+        check_theta_values(theta_values, fmask, structure.features)
     else:
-        _check_scalar(theta_scale, "make_problem: theta_scale", gt=0.0)
-    k, n = structure.num_criteria, structure.num_coords
+        _check_array(theta_scale, "make_problem: theta_scale", gt=0.0)
     if structure.noise == "independent":
         desc = "k (criteria, noise 'independent')"
     else:
         desc = "n (coordinates, noise 'correlated')"
-    _check_vector(noise_sigma, "make_problem: noise_sigma",
-                  k if structure.noise == "independent" else n, desc, ge=0.0)
-    _check_vector(s0, "make_problem: s0", n, "n (coordinates)", ge=0.0, le=1.0)
+    _check_array(noise_sigma, "make_problem: noise_sigma", _noise_len(structure), desc, ge=0.0)
+    _check_array(s0, "make_problem: s0", structure.num_coords, "n (coordinates)", ge=0.0, le=1.0)
     if structure.features == "rff":
-        _check_scalar(rff_lengthscale, "make_problem: rff_lengthscale", gt=0.0)
+        _check_array(rff_lengthscale, "make_problem: rff_lengthscale", gt=0.0)
     check_float_dtype(dtype, "make_problem: dtype")
     return scopes
 
@@ -295,13 +292,15 @@ def features(
     return jnp.sqrt(2.0 / d) * jnp.cos(rff_omega @ x + rff_phase)
 
 
-def model_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
-    """(k, d) the feature maps of this module at ``s`` (n,): criterion ``i``'s on its scope."""
-    s_local = s[problem.scopes]  # (k, m)
+def scoped_features(structure: Structure, s: jax.Array, scopes, scope_mask, feat_mask,
+                    rff_omega=None, rff_phase=None) -> jax.Array:
+    """(rows, d) :func:`features` of every row of ``scopes`` (rows, m) at the state ``s`` (n,),
+    zero where ``feat_mask`` is False: the criteria of the linear model, or the factors of
+    :mod:`gsjax.factor`."""
     phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
-        s_local, problem.scope_mask, problem.rff_omega, problem.rff_phase
+        s[scopes], scope_mask, rff_omega, rff_phase
     )
-    return jnp.where(problem.feat_mask, phi, 0.0)
+    return jnp.where(feat_mask, phi, 0.0)
 
 
 def all_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
@@ -350,7 +349,8 @@ class Environment:
 
     The model of gymnax: static options live on the (hashable, frozen-dataclass) environment,
     which is part of the :class:`Structure`; an instance's arrays live in the :class:`Problem`
-    (its own ones in ``Problem.env_data``). A subclass overrides what differs:
+    (its own ones in ``Problem.env_data``; the linear model's ``noise_sigma`` and ``rff_*`` are
+    optional fields that other environments leave None). A subclass overrides what differs:
 
     * ``features(structure, problem, s)`` -- (k, d) the learner's features of every criterion;
     * ``observe(key, structure, problem, s)`` -- the round's :class:`Feedback`;
@@ -369,7 +369,8 @@ class Environment:
     coordinate_model: ClassVar[bool] = True
 
     def features(self, structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
-        return model_features(structure, problem, s)
+        return scoped_features(structure, s, problem.scopes, problem.scope_mask,
+                               problem.feat_mask, problem.rff_omega, problem.rff_phase)
 
     def observe(self, key, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
         mu = expected_losses(structure, problem, s)
@@ -496,6 +497,34 @@ def draw_rff(k_omega, k_phase, structure: Structure, scope_mask: np.ndarray, len
     return omega, jax.random.uniform(k_phase, (rows, dd), dtype, 0.0, 2 * jnp.pi)
 
 
+def _noise_len(structure: Structure) -> int:
+    """Length of ``noise_sigma``: ``k`` for independent noise, ``n`` for correlated."""
+    return structure.num_criteria if structure.noise == "independent" else structure.num_coords
+
+
+def assemble_problem(structure: Structure, scopes: Scopes, feat_mask: np.ndarray, theta, s0,
+                     dtype, *, noise_sigma=None, **arrays) -> Problem:
+    """A :class:`Problem` from host ``scopes`` and ``feat_mask``: ``s0`` and ``noise_sigma``
+    (when given) broadcast to their lengths, ``s*``, ``L(s*)`` and the residual zero (see
+    :func:`with_minimiser`); ``arrays``: the other fields."""
+    if noise_sigma is not None:
+        arrays["noise_sigma"] = jnp.broadcast_to(jnp.asarray(noise_sigma, dtype),
+                                                 (_noise_len(structure),))
+    n = structure.num_coords
+    zero = jnp.zeros((), dtype)
+    return Problem(
+        scopes=jnp.asarray(scopes.index, jnp.int32),
+        scope_mask=jnp.asarray(scopes.mask),
+        feat_mask=jnp.asarray(feat_mask),
+        theta=theta,
+        s0=jnp.broadcast_to(jnp.asarray(s0, dtype), (n,)),
+        s_star=jnp.zeros((n,), dtype),
+        loss_star=zero,
+        s_star_residual=zero,
+        **arrays,
+    )
+
+
 def with_minimiser(key, structure: Structure, problem: Problem) -> Problem:
     """``problem`` with ``s*``, ``L(s*)`` and the search's residual (:func:`true_minimiser`)."""
     s_star, loss_star, residual = true_minimiser(key, structure, problem)
@@ -544,27 +573,10 @@ def make_problem(
     """
     scopes = _check_problem_args(structure, scopes, theta_distribution, theta_values,
                                  theta_scale, noise_sigma, s0, rff_lengthscale, dtype)
-    k, n = structure.num_criteria, structure.num_coords
     fmask = _feature_mask(structure, scopes.mask)
     k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
     theta = draw_theta(k_theta, fmask, theta_distribution, theta_values, theta_scale, dtype)
     omega, phase = draw_rff(k_omega, k_phase, structure, scopes.mask, rff_lengthscale, dtype)
-
-    sig_len = k if structure.noise == "independent" else n
-    sigma = jnp.broadcast_to(jnp.asarray(noise_sigma, dtype), (sig_len,))
-    s0_arr = jnp.broadcast_to(jnp.asarray(s0, dtype), (n,))
-    zero = jnp.zeros((), dtype)
-    problem = Problem(
-        scopes=jnp.asarray(scopes.index, jnp.int32),
-        scope_mask=jnp.asarray(scopes.mask),
-        feat_mask=jnp.asarray(fmask),
-        theta=theta,
-        noise_sigma=sigma,
-        rff_omega=omega,
-        rff_phase=phase,
-        s0=s0_arr,
-        s_star=jnp.zeros((n,), dtype),
-        loss_star=zero,
-        s_star_residual=zero,
-    )
+    problem = assemble_problem(structure, scopes, fmask, theta, s0, dtype,
+                               noise_sigma=noise_sigma, rff_omega=omega, rff_phase=phase)
     return with_minimiser(k_star, structure, problem)

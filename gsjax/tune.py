@@ -43,7 +43,11 @@ import math
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
 
 from gsjax import experiment, relaxed, results, runner
 from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
@@ -85,12 +89,35 @@ def _check_counts(steps, lr, seeds, heldout):
         raise ConfigError("--heldout-seeds", f"must be >= 1, got {heldout}")
 
 
-def _descend(value_and_grad, value, u0: dict, steps: int, lr: float, log):
-    """Adam on the log-parameters; returns (best u, trace, gradient check, initial grad)."""
-    import jax.numpy as jnp
-    import optax
-    from jax.flatten_util import ravel_pytree
+def _sets(overrides, seeds, horizon, *more) -> list[str]:
+    """The ``--set`` overrides, then ``more``, then the ``--seeds`` and ``--horizon`` ones."""
+    sets = [*overrides, *more]
+    if seeds is not None:
+        sets.append(f"seeds={seeds}")
+    if horizon is not None:
+        sets.append(f"horizon={horizon}")
+    return sets
 
+
+def _pick_entry(cfg, algorithm: str | None,
+                preferred=lambda e: e.algorithm in ("lazy", "async_lazy")):
+    """The entry named ``algorithm``; by default the first ``preferred`` entry, else the first
+    (bandit: every algorithm has a relaxed form, the first lazy or async entry is preferred)."""
+    entries = list(cfg.algorithms)
+    if algorithm is None:
+        return ([e for e in entries if preferred(e)] or entries)[0]
+    for e in entries:
+        if e.name == algorithm:
+            return e
+    raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
+                                     f"{[e.name for e in entries]}")
+
+
+def _descend(f, u0: dict, steps: int, lr: float, log):
+    """Adam on the log-parameters of ``f(u) -> (objective, aux)``; returns (jitted f, best u,
+    trace, gradient check)."""
+    value = jax.jit(f)
+    value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
     opt = optax.adam(lr)
     u = {k: jnp.asarray(v) for k, v in u0.items()}
     st = opt.init(u)
@@ -127,7 +154,29 @@ def _descend(value_and_grad, value, u0: dict, steps: int, lr: float, log):
     rel = np.abs(ga - fd) / np.maximum(np.abs(fd), 1e-6 * scale)
     check = {"max_rel_error": float(np.max(rel)), "autodiff": ga.tolist(), "finite_difference":
              fd.tolist(), "step": _FD_STEP, "evaluations": 2 * int(flat0.shape[0])}
-    return best[1], trace, check
+    return value, best[1], trace, check
+
+
+def _result(params: dict, objective, heldout, check: dict) -> dict:
+    """``tune.json``; ``objective`` and ``heldout`` are the per-seed values at the initial and
+    the final point."""
+    def pair(x):
+        return {"initial": results.mean_stderr(x[0]), "final": results.mean_stderr(x[1])}
+
+    return {"params": params, "objective": pair(objective), "heldout_hard": pair(heldout),
+            "gradient_check": {"max_rel_error": check["max_rel_error"]}}
+
+
+def _meta(path, entry, kind: str, dtype: str, overrides, S: int, H: int, T: int, steps: int,
+          lr: float, check: dict, wall: dict, **own) -> dict:
+    """``trace.json``'s ``meta``: the run's facts with the family's ``own`` ones, the work in
+    seed-rounds and the wall times."""
+    rounds = {"tuning_gradient_steps": (steps + 1) * S * T,
+              "gradient_check": check["evaluations"] * S * T, "heldout_hard": 2 * H * T}
+    return {"config": str(path), "algorithm": entry.name, "kind": kind, "dtype": dtype,
+            "overrides": list(overrides), "tuning_seeds": S, "heldout_seeds": H, "horizon": T,
+            "steps": steps, "lr": lr, **own, "seed_rounds": rounds, "wall_seconds": wall,
+            "gradient_check": check}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,32 +184,9 @@ def _descend(value_and_grad, value, u0: dict, steps: int, lr: float, log):
 # ---------------------------------------------------------------------------------------------
 
 
-def _pick_entry(cfg, algorithm: str | None):
-    if algorithm is not None:
-        for e in cfg.algorithms:
-            if e.name == algorithm:
-                break
-        else:
-            raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
-                                             f"{list(cfg.algorithm_names)}")
-    else:  # every algorithm has a relaxed form; the default is the first lazy or async entry
-        lazy = [e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")]
-        e = (lazy or list(cfg.algorithms))[0]
-    return e
-
-
 def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, dtype,
                  log, select="relaxed"):
-    import jax
-    import jax.numpy as jnp
-
-
-    sets = list(overrides) + [f"dtype={dtype}"]
-    if seeds is not None:
-        sets.append(f"seeds={seeds}")
-    if horizon is not None:
-        sets.append(f"horizon={horizon}")
-    cfg = load_config(path, sets)
+    cfg = load_config(path, _sets(overrides, seeds, horizon, f"dtype={dtype}"))
     entry = _pick_entry(cfg, algorithm)
     for p in names:
         if p not in _BANDIT_PARAMS:
@@ -190,23 +216,24 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                                  built.problem_per_seed, rc.block)
     base = ba.params
     k = built.structure.num_criteria
-    u0 = {}
-    if "beta" in names:
+    # One log-parameter per name: log beta (shared by the criteria), log lambda_reg_i, log log c.
+    field = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "log_trigger"}
+    u0 = {n: jnp.log(getattr(base, field[n])) for n in _BANDIT_PARAMS if n in names}
+    if "beta" in u0:
         u0["beta"] = jnp.log(jnp.asarray(entry.agent.beta, fdtype))
-    if "lambda_reg" in names:
-        u0["lambda_reg"] = jnp.log(base.lambda_reg)
-    if "trigger" in names:
-        u0["trigger"] = jnp.log(base.log_trigger)
 
     def to_params(u):
-        p = base
-        if "beta" in u:
-            p = p._replace(beta=jnp.broadcast_to(jnp.exp(u["beta"]), (k,)))
-        if "lambda_reg" in u:
-            p = p._replace(lambda_reg=jnp.exp(u["lambda_reg"]))
-        if "trigger" in u:
-            p = p._replace(log_trigger=jnp.exp(u["trigger"]))
-        return p
+        p = base._replace(**{field[n]: jnp.exp(v) for n, v in u.items()})
+        return p._replace(beta=jnp.broadcast_to(p.beta, (k,))) if "beta" in u else p
+
+    def hard(b, seed_ids, us):
+        """(G, S) the HARD run's regret (prediction + movement) at each point of ``us``, all in
+        one grid sweep (one compilation)."""
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[to_params(u) for u in us])
+        res = runner.sweep(root, seed_ids, ba.algo, b.structure, b.problem, stacked,
+                           jnp.full((len(us),), ba.move_cost, fdtype), T, cfg.record_every,
+                           b.problem_per_seed, grid=True)
+        return np.asarray(res.totals.prediction_regret + res.totals.movement_cost)
 
     # The relaxed runs' environment (Adult's step-function loss smoothed); held-out runs stay hard.
     rprob = built.structure.env.relaxed(built.problem, rc)
@@ -214,68 +241,36 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     def f(u):
         return obj(to_params(u), rp, keys, rprob, ba.move_cost)
 
-    value = jax.jit(f)
-    value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
     t0 = time.perf_counter()
-    u_best, trace, check = _descend(value_and_grad, value, u0, steps, lr, log)
+    value, u_best, trace, check = _descend(f, u0, steps, lr, log)
     sel_step = min(range(len(trace)), key=lambda i: trace[i]["objective"])
     if select == "hard":  # the iterate with the lowest HARD regret on the tuning seeds
         us = [{k: jnp.asarray(v, fdtype) for k, v in t["u"].items()} for t in trace]
-        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[to_params(u) for u in us])
-        res = runner.sweep(root, np.arange(S), ba.algo, built.structure, built.problem, stacked,
-                           jnp.full((len(us),), ba.move_cost, fdtype), T, cfg.record_every,
-                           built.problem_per_seed, grid=True)
-        tun = np.mean(np.asarray(res.totals.prediction_regret + res.totals.movement_cost), 1)
+        tun = np.mean(hard(built, np.arange(S), us), 1)
         for t, v in zip(trace, tun):
             t["hard_tuning"] = float(v)
         sel_step = int(np.argmin(tun))
         u_best = us[sel_step]
     t1 = time.perf_counter()
 
-    def per_seed(tot):
-        return np.asarray(tot.prediction_regret + tot.movement_cost)
+    def show(name, u):
+        p = to_params(u)
+        if name == "beta":
+            return float(p.beta[0])
+        if name == "lambda_reg":
+            return np.asarray(p.lambda_reg, np.float64).tolist()
+        return float(np.exp(p.log_trigger))  # the ratio c
 
-    p0, p1 = to_params(u0), to_params(u_best)
-    # Both points in one grid sweep over the held-out seeds: one compilation, not two.
-    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), p0, p1)
-    held_res = runner.sweep(root, np.arange(S, S + H), ba.algo, held.structure, held.problem,
-                            both, jnp.full((2,), ba.move_cost, fdtype), T, held.cfg.record_every,
-                            held.problem_per_seed, grid=True)
-    held_tot = np.asarray(held_res.totals.prediction_regret + held_res.totals.movement_cost)
-
-    def hard(p):
-        return results.mean_stderr(held_tot[0 if p is p0 else 1])
-
-    out_params = {}
-    for name in names:
-        def show(p):
-            if name == "beta":
-                return float(p.beta[0])
-            if name == "lambda_reg":
-                return np.asarray(p.lambda_reg, np.float64).tolist()
-            return float(np.exp(p.log_trigger))  # the ratio c
-        out_params[name] = {"initial": show(p0), "final": show(p1)}
-    result = {
-        "params": out_params,
-        "objective": {"initial": results.mean_stderr(per_seed(value(u0)[1])),
-                      "final": results.mean_stderr(per_seed(value(u_best)[1]))},
-        "heldout_hard": {"initial": hard(p0), "final": hard(p1)},
-        "gradient_check": {"max_rel_error": check["max_rel_error"]},
-    }
+    result = _result({n: {"initial": show(n, u0), "final": show(n, u_best)} for n in names},
+                     [np.asarray(tot.prediction_regret + tot.movement_cost)
+                      for tot in (value(u0)[1], value(u_best)[1])],
+                     hard(held, np.arange(S, S + H), [u0, u_best]), check)
     t2 = time.perf_counter()
-    meta = {
-        "config": str(path), "algorithm": entry.name, "kind": "bandit", "dtype": dtype,
-        "overrides": list(overrides),
-        "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
-        "relaxed": dataclasses.asdict(rc), "trigger_reported_as": "ratio c (> 1)",
-        "select": select, "selected_step": sel_step,
-        "seed_rounds": {"tuning_gradient_steps": (steps + 1) * S * T,
-                        "gradient_check": check["evaluations"] * S * T,
-                        "heldout_hard": 2 * H * T,
-                        "select_hard": (steps + 1) * S * T if select == "hard" else 0},
-        "wall_seconds": {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
-        "gradient_check": check,
-    }
+    meta = _meta(path, entry, "bandit", dtype, overrides, S, H, T, steps, lr, check,
+                 {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
+                 relaxed=dataclasses.asdict(rc), trigger_reported_as="ratio c (> 1)",
+                 select=select, selected_step=sel_step)
+    meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T if select == "hard" else 0
     return result, trace, meta
 
 
@@ -285,30 +280,13 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
 
 
 def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, point, log):
-    import jax
-    import jax.numpy as jnp
-
-
     for p in names:
         if p != "eta_scale":
             raise ConfigError("--params", f"{p!r} is a bandit parameter; a kind = 'oco' config "
                                           "tunes ['eta_scale']")
-    sets = list(overrides)
-    if seeds is not None:
-        sets.append(f"seeds={seeds}")
-    if horizon is not None:
-        sets.append(f"horizon={horizon}")
-    cfg = load_oco_config(path, sets)
-    if algorithm is not None:
-        ents = [e for e in cfg.algorithms if e.name == algorithm]
-        if not ents:
-            raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
-                                             f"{[e.name for e in cfg.algorithms]}")
-    else:
-        ents = [e for e in cfg.algorithms if e.algorithm != "ogd"] or list(cfg.algorithms)
-    entry = ents[0]
-    T = cfg.horizons[0]
-    S = cfg.seeds
+    cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
+    entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
+    T, S = cfg.horizons[0], cfg.seeds
     H = heldout or S
     spec = spec_of(cfg)
     with jax.enable_x64(cfg.dtype == "float64"):
@@ -323,9 +301,8 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
         base = algs.OCOParams(p=params.p[point:point + 1], eta=params.eta[point:point + 1])
         algo = algs.make(entry.algorithm, spec)
         root = jax.random.key(cfg.root_seed)
-        fold = jax.vmap(jax.random.fold_in, in_axes=(None, 0))
-        keys = fold(root, jnp.arange(S, dtype=jnp.uint32))
-        hkeys = fold(root, jnp.arange(S, S + H, dtype=jnp.uint32))
+        keys = runner.seed_keys(root, jnp.arange(S, dtype=jnp.uint32))
+        hkeys = runner.seed_keys(root, jnp.arange(S, S + H, dtype=jnp.uint32))
 
         def per_seed(u, ks):
             prm = base._replace(eta=base.eta * jnp.exp(u["eta_scale"]))
@@ -337,33 +314,20 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
             return jnp.mean(tot), tot
 
         u0 = {"eta_scale": jnp.zeros((), dtype)}
-        value = jax.jit(f)
-        value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
         t0 = time.perf_counter()
-        u_best, trace, check = _descend(value_and_grad, value, u0, steps, lr, log)
+        value, u_best, trace, check = _descend(f, u0, steps, lr, log)
         t1 = time.perf_counter()
         held = jax.jit(per_seed)
         scale0 = entry.eta_scale
-        result = {
-            "params": {"eta_scale": {"initial": scale0,
-                                     "final": scale0 * float(jnp.exp(u_best["eta_scale"]))}},
-            "objective": {"initial": results.mean_stderr(value(u0)[1]), "final": results.mean_stderr(value(u_best)[1])},
-            "heldout_hard": {"initial": results.mean_stderr(held(u0, hkeys)), "final": results.mean_stderr(held(u_best, hkeys))},
-            "gradient_check": {"max_rel_error": check["max_rel_error"]},
-        }
+        final = scale0 * float(jnp.exp(u_best["eta_scale"]))
+        result = _result({"eta_scale": {"initial": scale0, "final": final}},
+                         [value(u)[1] for u in (u0, u_best)],
+                         [held(u, hkeys) for u in (u0, u_best)], check)
         t2 = time.perf_counter()
-    meta = {
-        "config": str(path), "algorithm": entry.name, "kind": "oco", "dtype": cfg.dtype,
-        "overrides": list(overrides),
-        "tuning_seeds": S, "heldout_seeds": H, "horizon": T, "steps": steps, "lr": lr,
-        "budget": np.asarray(budgets[point]).tolist(), "point": point,
-        "eta_initial": np.asarray(base.eta[0]).tolist(),
-        "seed_rounds": {"tuning_gradient_steps": (steps + 1) * S * T,
-                        "gradient_check": check["evaluations"] * S * T,
-                        "heldout_hard": 2 * H * T},
-        "wall_seconds": {"tuning": t1 - t0, "evaluation": t2 - t1},
-        "gradient_check": check,
-    }
+    meta = _meta(path, entry, "oco", cfg.dtype, overrides, S, H, T, steps, lr, check,
+                 {"tuning": t1 - t0, "evaluation": t2 - t1},
+                 budget=np.asarray(budgets[point]).tolist(), point=point,
+                 eta_initial=np.asarray(base.eta[0]).tolist())
     return result, trace, meta
 
 

@@ -14,11 +14,11 @@ learner (the runner's seed ``seed``). Its loop:
 * :meth:`Tuner.save` / :meth:`Tuner.load` -- the whole learner in one versioned file, written
   atomically (a temporary file, then a rename).
 
-Keys follow the runner (DESIGN section 3): seed key ``fold_in(key(root_seed), seed)``, round
-``t`` (the ``t``-th observation) uses ``fold_in(seed_key, t)`` with ``act`` / ``update``
-sub-keys 1 and 2, ``init`` uses ``fold_in(seed_key, 0)``. Fed the feedback a simulated run
-observed, a tuner therefore takes exactly the simulator's decisions
-(``tests/test_tuner.py``).
+A round is the kernel's own ``act`` then ``update`` (:mod:`gsjax.algorithms.kernel`), with the
+runner's keys (DESIGN section 3): seed key ``fold_in(key(root_seed), seed)``, round ``t`` (the
+``t``-th observation) uses ``fold_in(seed_key, t)`` with ``act`` / ``update`` sub-keys 1 and 2,
+``init`` uses ``fold_in(seed_key, 0)``. Fed the feedback a simulated run observed, a tuner
+therefore takes exactly the simulator's decisions (``tests/test_tuner.py``).
 
 Every bad input raises :class:`TunerError` (a :class:`~gsjax.config.ConfigError`: the CLI
 prints it on one line and exits with status 2) before the state is touched: a vector of the
@@ -69,28 +69,30 @@ class TunerError(ConfigError):
     """A bad input to the tuner; ``field`` names what is wrong."""
 
 
-_COMPILED: dict = {}
-_BUILT: dict = {}
+_CACHE: dict = {}
 
 
-def _build(cfg_one: ExperimentConfig):
-    """``experiment.build`` of a one-seed config, cached by the config's hash in this process
-    (a loop that loads the state file every round builds the problem once)."""
-
-    key = config_hash(cfg_one)
-    if key not in _BUILT:
-        _BUILT[key] = experiment.build(cfg_one)
-    return _BUILT[key]
+def _cached(key, make):
+    """``make()`` once per ``key`` in this process: a loop that loads the state file every round
+    builds the problem once, and ``jax.jit`` (cached by function) compiles once."""
+    if key not in _CACHE:
+        _CACHE[key] = make()
+    return _CACHE[key]
 
 
-def _jitted(kind: str, structure, spec, algo):
-    """``jit``-ed (init, act, update) of an algorithm, shared by every tuner of the same
-    (kind, structure, spec) in this process: a loop that loads the state file each round
-    compiles once."""
-    key = (kind, structure, spec)
-    if key not in _COMPILED:
-        _COMPILED[key] = (jax.jit(algo.init), jax.jit(algo.act), jax.jit(algo.update))
-    return _COMPILED[key]
+def _check_seed(seed) -> None:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
+
+
+def _pick(cfg, algorithm: str | None) -> str:
+    """The entry's name (default: the first entry of the config)."""
+    names = [e.name for e in cfg.algorithms]
+    algorithm = names[0] if algorithm is None else algorithm
+    if algorithm not in names:
+        raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
+                                      f"entries: {names}")
+    return algorithm
 
 
 def _vector(value, length: int, field: str, what: str) -> np.ndarray:
@@ -98,24 +100,14 @@ def _vector(value, length: int, field: str, what: str) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TunerError(field, f"expected a list of {length} numbers ({what}); got {value!r}") from None
+        raise TunerError(field, f"expected a list of {length} numbers ({what}); "
+                                f"got {value!r}") from None
     if arr.ndim not in (1, 2) or arr.shape[-1] != length:
         raise TunerError(field, f"expected {length} numbers ({what}) or a list of such rows; "
                                 f"got shape {list(arr.shape)}")
     if not np.all(np.isfinite(arr)):
         raise TunerError(field, f"must be finite numbers; got {value!r}")
     return arr
-
-
-def _restored(fresh_state, restore: dict):
-    """The saved leaves put back into the tree of a freshly initialised state."""
-    leaves, treedef = jax.tree_util.tree_flatten(fresh_state)
-    saved = restore["leaves"]
-    if len(saved) != len(leaves) or any(np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
-        raise TunerError("<state>", "the saved learner does not match its config "
-                                    "(shapes differ); was the file edited?")
-    return jax.tree_util.tree_unflatten(
-        treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
 
 
 def _rows(setting, values, n: int, length: int, field: str, what: str):
@@ -136,198 +128,106 @@ def _rows(setting, values, n: int, length: int, field: str, what: str):
     return ss, vs
 
 
-def _save(path, meta: dict, state) -> Path:
-    """The versioned state file: ``meta`` as JSON beside the state's leaves, atomically."""
+class _Learner:
+    """What both tuners share: the counters, the observe loop, status's common fields and the
+    state file. A subclass sets the config functions, ``_observed = (length, field, what)`` and
+    ``_learn`` (one round's update after ``act``)."""
 
-    arrays = {"meta": np.asarray(json.dumps(dict(format=_FORMAT, version=STATE_VERSION, **meta)))}
-    for i, leaf in enumerate(jax.tree_util.tree_leaves(state)):
-        arrays[f"state/{i:05d}"] = np.asarray(leaf)
-    return write_npz(path, arrays)
+    family: str
+    _off_policy_use: str  # what --allow-off-policy lets the learner do, for the error
 
-
-class Tuner:
-    """One learner of a config's algorithm, stepped by the observations of a live system.
-
-    Build with :meth:`from_config` or :meth:`load`.
-    """
-
-    family = "bandit"
-
-    def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
-                 _restore: dict | None = None):
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
-        if cfg.grid:
-            raise TunerError("grid", "a tuner runs one set of hyperparameters; remove [grid]")
-        names = [e.name for e in cfg.algorithms]
-        if algorithm is None:
-            algorithm = names[0]
-        if algorithm not in names:
-            raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
-                                          f"entries: {names}")
-        cfg_one = parse_config(dict(config_to_dict(cfg), seeds=1))
-        built = _build(cfg_one)
-        entry = next(b for b in built.algorithms if b.name == algorithm)
-        problem = built.problem
-        if built.problem_per_seed:
-            problem = jax.tree_util.tree_map(lambda a: a[0], problem)
-        # No ground truth: the learner never reads theta*, s* or L(s*); blank them.
-        problem = problem._replace(theta=jnp.zeros_like(problem.theta),
-                                   s_star=jnp.full_like(problem.s_star, jnp.nan),
-                                   loss_star=jnp.full_like(problem.loss_star, jnp.nan))
+    def _start(self, cfg, algorithm: str, seed: int, problem, params, dtype) -> None:
         self.cfg, self.algorithm, self.seed = cfg, algorithm, int(seed)
-        self.kind = entry.kind
-        self._spec = entry.spec
-        self._algo, self._params, self._problem = entry.algo, entry.params, problem
-        self._structure = built.structure
-        self._dtype = built.dtype
+        self._problem, self._params, self._dtype = problem, params, dtype
         self._seed_key = jax.random.fold_in(jax.random.key(cfg.root_seed), self.seed)
-        init, self._act, self._update = _jitted(entry.kind, built.structure, entry.spec,
-                                                entry.algo)
-        state = init(jax.random.fold_in(self._seed_key, 0), self._params, self._problem)
-        n, k = self._structure.num_coords, self._structure.num_criteria
-        self.num_coords, self.num_criteria = n, k
-        if _restore is None:
-            self._state = state
-            self.rounds = 0
-            self.movement = 0.0
-            self.updates = np.zeros(k, np.int64)
-            self.triggers = np.zeros(k, np.int64)
-            self.reoptimisations = 0
-            self.off_policy = 0
-            self.last_setting = np.asarray(problem.s0, np.float64)
-        else:
-            self._state = _restored(state, _restore)
-            c = _restore["counters"]
-            self.rounds = int(c["rounds"])
-            self.movement = float(c["movement"])
-            self.updates = np.asarray(c["updates"], np.int64)
-            self.triggers = np.asarray(c["triggers"], np.int64)
-            self.reoptimisations = int(c["reoptimisations"])
-            self.off_policy = int(c["off_policy"])
-            self.last_setting = np.asarray(c["last_setting"], np.float64)
 
-    # -- construction -----------------------------------------------------------------------
+    def _key(self, *path):
+        """The seed key folded with ``path`` (round ``t``'s act key: ``_key(t, 1)``)."""
+        key = self._seed_key
+        for i in path:
+            key = jax.random.fold_in(key, i)
+        return key
+
+    def _set_state(self, state, restore: dict | None, **fresh) -> None:
+        """The learner state and counters, fresh or as saved (``fresh`` gives the counters'
+        names, their order in the file and their types)."""
+        self._counter_names = tuple(fresh)
+        saved = fresh if restore is None else restore["counters"]
+        for name, value in fresh.items():
+            v = saved[name]
+            setattr(self, name, np.asarray(v, value.dtype) if isinstance(value, np.ndarray)
+                    else type(value)(v))
+        if restore is None:
+            self._state = state
+            return
+        leaves, treedef = jax.tree_util.tree_flatten(state)
+        saved = restore["leaves"]
+        if len(saved) != len(leaves) or any(np.shape(a) != np.shape(b)
+                                            for a, b in zip(saved, leaves)):
+            raise TunerError("<state>", "the saved learner does not match its config "
+                                        "(shapes differ); was the file edited?")
+        self._state = jax.tree_util.tree_unflatten(
+            treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
 
     @classmethod
-    def from_config(cls, config, algorithm: str | None = None, seed: int = 0,
-                    overrides=()) -> "Tuner":
-        """A fresh tuner from a config path, a built-in name or an ExperimentConfig."""
-        if isinstance(config, ExperimentConfig):
-            cfg = config if not overrides else parse_config(config_to_dict(config), overrides)
+    def from_config(cls, config, algorithm: str | None = None, seed: int = 0, overrides=(),
+                    **options):
+        """A fresh tuner from a config path, a built-in name or a parsed config."""
+        if isinstance(config, cls._config_type):
+            cfg = config if not overrides else cls._parse(cls._to_dict(config), overrides)
         else:
-            cfg = load_config(find_config(str(config)), overrides)
-        return cls(cfg, algorithm=algorithm, seed=seed)
-
-    # -- the loop ---------------------------------------------------------------------------
-
-    def _round_keys(self, t: int):
-        key_t = jax.random.fold_in(self._seed_key, t)
-        return jax.random.fold_in(key_t, 1), jax.random.fold_in(key_t, 2)
+            cfg = cls._read(find_config(str(config)), overrides)
+        return cls(cfg, algorithm=algorithm, seed=seed, **options)
 
     def suggest(self) -> np.ndarray:
-        """(n,) the setting to deploy for the next observation."""
-        k_act, _ = self._round_keys(self.rounds + 1)
-        action, _ = self._act(k_act, self._state, self._params, self._problem)
+        """(n,) the setting to deploy for the next observation (``s_t``)."""
+        action, _ = self._act(self._key(self.rounds + 1, 1), self._state, self._params,
+                              self._problem)
         return np.asarray(action, np.float64)
 
-    def observe(self, setting, losses, allow_off_policy: bool = False) -> dict:
-        """Add observations; returns what happened (``rounds``, ``reoptimised``, ``updated``).
-
-        Args:
-          setting: (n,) the setting the losses were measured at, or (B, n) one per row.
-          losses: (k,) per-criterion losses, or (B, k) for B observations (in order).
-          allow_off_policy: accept settings other than the suggested one.
-        """
-        n, k = self.num_coords, self.num_criteria
-        ss, ys = _rows(setting, losses, n, k, "losses", f"one loss per criterion, k = {k}")
-        # All or nothing: step a copy, commit once every row is accepted.
-        state, rounds, s_prev = self._state, self.rounds, self.last_setting
-        movement, off = self.movement, self.off_policy
-        updates, triggers, reopts = self.updates.copy(), self.triggers.copy(), self.reoptimisations
-        dt = self._dtype
-        for j in range(ys.shape[0]):
-            t = rounds + 1
-            k_act, k_upd = self._round_keys(t)
-            suggested, state = self._act(k_act, state, self._params, self._problem)
-            played = jnp.asarray(ss[j], dt)
-            if not bool(jnp.all(played == suggested)):
-                if not allow_off_policy:
-                    raise TunerError(
-                        "setting",
-                        f"observation {j}: {ss[j].tolist()} is not the suggested setting "
-                        f"{np.asarray(suggested, np.float64).tolist()} (pass allow_off_policy / "
-                        f"--allow-off-policy to learn from another setting)")
-                off += 1
-            fb = Feedback(y=jnp.asarray(ys[j], dt), expected_loss=jnp.asarray(jnp.nan, dt))
-            state, info = self._update(k_upd, state, played, fb, self._params, self._problem)
+    def _observe(self, setting, values, allow_off_policy: bool) -> dict:
+        ss, vs = _rows(setting, values, self.num_coords, *self._observed)
+        # All or nothing: step copies, commit once every row is accepted.
+        state, c = self._state, {name: getattr(self, name) for name in self._counter_names}
+        for j in range(vs.shape[0]):
+            t = c["rounds"] + 1
+            suggested, acted = self._act(self._key(t, 1), state, self._params, self._problem)
+            played = jnp.asarray(ss[j], self._dtype)
+            off = not bool(jnp.all(played == suggested))
+            if off and not allow_off_policy:
+                raise TunerError(
+                    "setting",
+                    f"observation {j}: {ss[j].tolist()} is not the suggested setting "
+                    f"{np.asarray(suggested, np.float64).tolist()} (pass allow_off_policy / "
+                    f"--allow-off-policy to {self._off_policy_use})")
+            c["off_policy"] += int(off)
+            state = self._learn(t, acted, played, vs[j], off, c)
             played64 = np.asarray(played, np.float64)
-            movement += float(np.sum(np.abs(played64 - s_prev)))
-            s_prev = played64
-            updates += np.asarray(info.updated, np.int64)
-            triggers += np.asarray(info.triggered, np.int64)
-            reopts += int(info.reoptimised)
-            rounds = t
-        self._state, self.rounds, self.last_setting = state, rounds, s_prev
-        self.movement, self.off_policy = movement, off
-        self.updates, self.triggers, self.reoptimisations = updates, triggers, reopts
-        return {"rounds": self.rounds, "observations": int(ys.shape[0]),
+            c["movement"] += float(np.sum(np.abs(played64 - c["last_setting"])))
+            c["last_setting"], c["rounds"] = played64, t
+        self._state = state
+        for name, value in c.items():
+            setattr(self, name, value)
+        return {"rounds": self.rounds, "observations": int(vs.shape[0]),
                 "suggested": self.suggest().tolist()}
 
-    # -- what it knows ----------------------------------------------------------------------
+    def _status(self, **fields) -> dict:
+        return {"config": self.cfg.name, "algorithm": self.algorithm, "kind": self.kind,
+                "seed": self.seed, "rounds": self.rounds, **fields, "movement": self.movement,
+                "off_policy_observations": self.off_policy,
+                "last_setting": self.last_setting.tolist(), "suggested": self.suggest().tolist()}
 
-    def status(self) -> dict:
-        """Rounds, updates, movement, and per criterion the estimate and its confidence."""
-
-        state, prob = self._state, self._problem
-        out = {
-            "config": self.cfg.name, "algorithm": self.algorithm, "kind": self.kind,
-            "seed": self.seed, "rounds": self.rounds,
-            "reoptimisations": self.reoptimisations,
-            "updates": self.updates.tolist(), "triggers": self.triggers.tolist(),
-            "movement": self.movement, "off_policy_observations": self.off_policy,
-            "last_setting": self.last_setting.tolist(), "suggested": self.suggest().tolist(),
-        }
-        stats = getattr(state, "stats", None)
-        per_criterion = (stats is not None and np.ndim(stats.inv) == 3
-                         and stats.inv.shape[0] == self.num_criteria)
-        if per_criterion:
-            theta = np.asarray(jax.vmap(linalg.theta_hat)(stats), np.float64)
-            mask = np.asarray(prob.feat_mask)
-            s = jnp.asarray(out["suggested"], self._dtype)
-            phi = all_features(self._structure, prob, s)
-            mean = np.asarray(jnp.sum(phi * jax.vmap(linalg.theta_hat)(stats), -1), np.float64)
-            q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, stats.inv, phi), np.float64)
-            beta = np.asarray(exploration_radius(self._spec, self._params, prob.feat_mask,
-                                                 jnp.asarray(self.rounds, self._dtype)),
-                              np.float64)
-            beta = np.broadcast_to(beta, mean.shape)
-            width = beta * np.sqrt(np.maximum(q, 0.0))
-            out["criteria"] = [
-                {"theta_hat": theta[i][mask[i]].tolist(),
-                 "logdet_V": float(stats.logdet[i]),
-                 "predicted_loss_at_suggested": float(mean[i]),
-                 "confidence_halfwidth": float(width[i]), "beta": float(beta[i])}
-                for i in range(self.num_criteria)]
-            out["predicted_total_loss"] = {"estimate": float(mean.sum()),
-                                           "lower": float((mean - width).sum()),
-                                           "upper": float((mean + width).sum())}
-        return out
-
-    # -- files ------------------------------------------------------------------------------
-
-    def save(self, path) -> Path:
+    def save(self, path, **extra) -> Path:
         """Write the learner to ``path`` atomically (versioned ``.npz``)."""
-        meta = {
-            "family": self.family, "config": config_to_dict(self.cfg),
-            "algorithm": self.algorithm, "seed": self.seed,
-            "counters": {"rounds": self.rounds, "movement": self.movement,
-                         "updates": self.updates.tolist(), "triggers": self.triggers.tolist(),
-                         "reoptimisations": self.reoptimisations,
-                         "off_policy": self.off_policy,
-                         "last_setting": self.last_setting.tolist()},
-        }
-        return _save(path, meta, self._state)
+        counters = {name: np.asarray(getattr(self, name)).tolist()
+                    for name in self._counter_names}
+        meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
+                "config": self._to_dict(self.cfg), "algorithm": self.algorithm,
+                "seed": self.seed, **extra, "counters": counters}
+        arrays = {"meta": np.asarray(json.dumps(meta))}
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
+            arrays[f"state/{i:05d}"] = np.asarray(leaf)
+        return write_npz(path, arrays)
 
     @classmethod
     def load(cls, path):
@@ -352,11 +252,104 @@ class Tuner:
             return OGDTuner(parse_oco_config(meta["config"]), algorithm=meta["algorithm"],
                             seed=meta["seed"], budget_index=meta.get("budget_index", 0),
                             _restore=restore)
-        cfg = parse_config(meta["config"])
-        return Tuner(cfg, algorithm=meta["algorithm"], seed=meta["seed"], _restore=restore)
+        return Tuner(parse_config(meta["config"]), algorithm=meta["algorithm"],
+                     seed=meta["seed"], _restore=restore)
 
 
-class OGDTuner:
+class Tuner(_Learner):
+    """One learner of a config's algorithm, stepped by the observations of a live system.
+
+    Build with :meth:`from_config` or :meth:`load`.
+    """
+
+    family = "bandit"
+    _off_policy_use = "learn from another setting"
+    _config_type = ExperimentConfig
+    _parse = staticmethod(parse_config)
+    _to_dict = staticmethod(config_to_dict)
+    _read = staticmethod(load_config)
+
+    def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
+                 _restore: dict | None = None):
+        _check_seed(seed)
+        if cfg.grid:
+            raise TunerError("grid", "a tuner runs one set of hyperparameters; remove [grid]")
+        algorithm = _pick(cfg, algorithm)
+        cfg_one = parse_config(dict(config_to_dict(cfg), seeds=1))
+        built = _cached(config_hash(cfg_one), lambda: experiment.build(cfg_one))
+        entry = next(b for b in built.algorithms if b.name == algorithm)
+        problem = built.problem
+        if built.problem_per_seed:
+            problem = jax.tree_util.tree_map(lambda a: a[0], problem)
+        # No ground truth: the learner never reads theta*, s* or L(s*); blank them.
+        problem = problem._replace(theta=jnp.zeros_like(problem.theta),
+                                   s_star=jnp.full_like(problem.s_star, jnp.nan),
+                                   loss_star=jnp.full_like(problem.loss_star, jnp.nan))
+        self._start(cfg, algorithm, seed, problem, entry.params, built.dtype)
+        self.kind, self._spec, self._structure = entry.kind, entry.spec, built.structure
+        self._act, self._update = jax.jit(entry.algo.act), jax.jit(entry.algo.update)
+        n, k = built.structure.num_coords, built.structure.num_criteria
+        self.num_coords, self.num_criteria = n, k
+        self._observed = (k, "losses", f"one loss per criterion, k = {k}")
+        state = jax.jit(entry.algo.init)(self._key(0), self._params, problem)
+        self._set_state(state, _restore, rounds=0, movement=0.0, updates=np.zeros(k, np.int64),
+                       triggers=np.zeros(k, np.int64), reoptimisations=0, off_policy=0,
+                       last_setting=np.asarray(problem.s0, np.float64))
+
+    def observe(self, setting, losses, allow_off_policy: bool = False) -> dict:
+        """Add observations; returns ``rounds``, ``observations`` and the next ``suggested``.
+
+        Args:
+          setting: (n,) the setting the losses were measured at, or (B, n) one per row.
+          losses: (k,) per-criterion losses, or (B, k) for B observations (in order).
+          allow_off_policy: accept settings other than the suggested one.
+        """
+        return self._observe(setting, losses, allow_off_policy)
+
+    def _learn(self, t, acted, played, y, off, c):
+        dt = self._dtype
+        fb = Feedback(y=jnp.asarray(y, dt), expected_loss=jnp.asarray(jnp.nan, dt))
+        state, info = self._update(self._key(t, 2), acted, played, fb, self._params,
+                                   self._problem)
+        c["updates"] = c["updates"] + np.asarray(info.updated, np.int64)
+        c["triggers"] = c["triggers"] + np.asarray(info.triggered, np.int64)
+        c["reoptimisations"] += int(info.reoptimised)
+        return state
+
+    def status(self) -> dict:
+        """Rounds, updates, movement, and per criterion the estimate and its confidence."""
+        out = self._status(reoptimisations=self.reoptimisations, updates=self.updates.tolist(),
+                           triggers=self.triggers.tolist())
+        stats, prob, k = self._state.stats, self._problem, self.num_criteria
+        if np.ndim(stats.inv) != 3 or stats.inv.shape[0] != k:  # not one ridge per criterion
+            return out
+        theta = jax.vmap(linalg.theta_hat)(stats)
+        phi = all_features(self._structure, prob, jnp.asarray(out["suggested"], self._dtype))
+        mean = np.asarray(jnp.sum(phi * theta, -1), np.float64)
+        q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, stats.inv, phi), np.float64)
+        beta = np.asarray(exploration_radius(self._spec, self._params, prob.feat_mask,
+                                             jnp.asarray(self.rounds, self._dtype)), np.float64)
+        beta = np.broadcast_to(beta, mean.shape)
+        width = beta * np.sqrt(np.maximum(q, 0.0))
+        theta, mask = np.asarray(theta, np.float64), np.asarray(prob.feat_mask)
+        out["criteria"] = [
+            {"theta_hat": theta[i][mask[i]].tolist(), "logdet_V": float(stats.logdet[i]),
+             "predicted_loss_at_suggested": float(mean[i]),
+             "confidence_halfwidth": float(width[i]), "beta": float(beta[i])}
+            for i in range(k)]
+        out["predicted_total_loss"] = {"estimate": float(mean.sum()),
+                                       "lower": float((mean - width).sum()),
+                                       "upper": float((mean + width).sum())}
+        return out
+
+
+def _ogd_step(state, grad, eta):
+    """``w <- clip(w - eta * g, 0, 1)`` with the observed gradient (one round)."""
+    w = jnp.clip(state.w - jnp.repeat(eta, grad.shape[-1] // eta.shape[-1]) * grad, 0.0, 1.0)
+    return state._replace(w=w)
+
+
+class OGDTuner(_Learner):
     """Randomized Lazy OGD (Section 6) for a live system: the gradient is what is observed.
 
     Built from a ``kind = "oco"`` config (:mod:`gsjax.oco`): its ``[problem]`` gives the shape
@@ -375,16 +368,16 @@ class OGDTuner:
     """
 
     family = "ogd"
+    _off_policy_use = "record another deployed setting"
+    _config_type = OCOConfig
+    _parse = staticmethod(parse_oco_config)
+    _to_dict = staticmethod(oco_config_to_dict)
+    _read = staticmethod(load_oco_config)
 
     def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
                  _restore: dict | None = None):
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
-        names = [e.name for e in cfg.algorithms]
-        algorithm = names[0] if algorithm is None else algorithm
-        if algorithm not in names:
-            raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
-                                          f"entries: {names}")
+        _check_seed(seed)
+        algorithm = _pick(cfg, algorithm)
         entry = next(e for e in cfg.algorithms if e.name == algorithm)
         if cfg.dtype == "float64":
             jax.config.update("jax_enable_x64", True)
@@ -395,62 +388,22 @@ class OGDTuner:
         if not 0 <= budget_index < params.p.shape[0]:
             raise TunerError("budget_index", f"entry {algorithm!r} has {params.p.shape[0]} "
                                              f"budget(s); got index {budget_index}")
-        self._params = jax.tree_util.tree_map(lambda a: a[budget_index], params)
+        spec, pc = oexp.spec_of(cfg), cfg.problem
+        problem = make_oco_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights,
+                                   pc.drift, dtype)
+        self._start(cfg, algorithm, seed, problem,
+                    jax.tree_util.tree_map(lambda a: a[budget_index], params), dtype)
         self.budget = np.asarray(budgets[budget_index], np.float64)
-        self.cfg, self.algorithm, self.seed, self.kind = cfg, algorithm, int(seed), entry.algorithm
-        self.horizon, self.budget_index = horizon, int(budget_index)
-        self._spec = oexp.spec_of(cfg)
-        pc = cfg.problem
-        self._problem = make_oco_problem(self._spec, pc.s0, pc.target_low, pc.target_high,
-                                         pc.weights, pc.drift, dtype)
-        self._algo = oalgs.make(entry.algorithm, self._spec)
-        self._dtype = dtype
-        self._seed_key = jax.random.fold_in(jax.random.key(cfg.root_seed), self.seed)
-        self.num_coords, self.num_components = self._spec.n, self._spec.num_components
-        key = ("oco", self._spec, entry.algorithm)
-        if key not in _COMPILED:
-            _COMPILED[key] = (jax.jit(self._algo.act), jax.jit(self._ogd_step))
-        self._act, self._step = _COMPILED[key]
-        init_key = jax.random.fold_in(jax.random.fold_in(self._seed_key, 0), 1)
-        state = self._algo.init(init_key, self._params, self._problem)
-        k = self.num_components
-        if _restore is None:
-            self._state = state
-            self.rounds, self.movement, self.off_policy = 0, 0.0, 0
-            self.switches = np.zeros(k, np.int64)
-            self.last_setting = np.asarray(self._problem.s0, np.float64)
-        else:
-            self._state = _restored(state, _restore)
-            c = _restore["counters"]
-            self.rounds, self.movement = int(c["rounds"]), float(c["movement"])
-            self.off_policy = int(c["off_policy"])
-            self.switches = np.asarray(c["switches"], np.int64)
-            self.last_setting = np.asarray(c["last_setting"], np.float64)
-
-    @staticmethod
-    def _ogd_step(state, grad, eta):
-        """``w <- clip(w - eta * g, 0, 1)`` with the observed gradient (one round)."""
-        w = jnp.clip(state.w - jnp.repeat(eta, grad.shape[-1] // eta.shape[-1]) * grad, 0.0, 1.0)
-        return state._replace(w=w)
-
-    @classmethod
-    def from_config(cls, config, algorithm: str | None = None, seed: int = 0,
-                    overrides=(), budget_index: int = 0) -> "OGDTuner":
-        if isinstance(config, OCOConfig):
-            cfg = config if not overrides else parse_oco_config(oco_config_to_dict(config),
-                                                                overrides)
-        else:
-            cfg = load_oco_config(find_config(str(config)), overrides)
-        return cls(cfg, algorithm=algorithm, seed=seed, budget_index=budget_index)
-
-    def _act_at(self, t: int, state):
-        k_act = jax.random.fold_in(jax.random.fold_in(self._seed_key, t), 1)
-        return self._act(k_act, state, self._params, self._problem)
-
-    def suggest(self) -> np.ndarray:
-        """(n,) the setting to deploy this round (``s_t``)."""
-        s, _ = self._act_at(self.rounds + 1, self._state)
-        return np.asarray(s, np.float64)
+        self.kind, self.horizon, self.budget_index = entry.algorithm, horizon, int(budget_index)
+        self.num_coords, self.num_components = spec.n, spec.num_components
+        self._observed = (spec.n, "gradient",
+                          f"the loss gradient at the query point, n = {spec.n}")
+        algo = _cached(("oco", spec, entry.algorithm), lambda: oalgs.make(entry.algorithm, spec))
+        self._act, self._step = jax.jit(algo.act), jax.jit(_ogd_step)
+        state = algo.init(self._key(0, 1), self._params, problem)
+        self._set_state(state, _restore, rounds=0, movement=0.0,
+                       switches=np.zeros(spec.num_components, np.int64), off_policy=0,
+                       last_setting=np.asarray(problem.s0, np.float64))
 
     def query(self) -> np.ndarray:
         """(n,) where this round's loss gradient is to be measured (the virtual iterate)."""
@@ -459,69 +412,38 @@ class OGDTuner:
     def observe(self, setting, gradient, allow_off_policy: bool = False) -> dict:
         """Add rounds: the deployed ``setting`` (n,) or (B, n) and the gradient (n,) or (B, n)
         of each round's loss at the query point."""
-        n = self.num_coords
-        ss, gs = _rows(setting, gradient, n, n, "gradient",
-                       f"the loss gradient at the query point, n = {n}")
-        state, rounds, s_prev = self._state, self.rounds, self.last_setting
-        movement, off, switches = self.movement, self.off_policy, self.switches.copy()
-        for j in range(gs.shape[0]):
-            t = rounds + 1
-            suggested, acted = self._act_at(t, state)
-            played = jnp.asarray(ss[j], self._dtype)
-            if not bool(jnp.all(played == suggested)):
-                if not allow_off_policy:
-                    raise TunerError(
-                        "setting",
-                        f"observation {j}: {ss[j].tolist()} is not the suggested setting "
-                        f"{np.asarray(suggested, np.float64).tolist()} (pass allow_off_policy / "
-                        f"--allow-off-policy to record another deployed setting)")
-                off += 1
-                acted = acted._replace(s=played)
-            switches += np.asarray(acted.switched, np.int64)
-            state = self._step(acted, jnp.asarray(gs[j], self._dtype), self._params.eta)
-            played64 = np.asarray(played, np.float64)
-            movement += float(np.sum(np.abs(played64 - s_prev)))
-            s_prev, rounds = played64, t
-        self._state, self.rounds, self.last_setting = state, rounds, s_prev
-        self.movement, self.off_policy, self.switches = movement, off, switches
-        return {"rounds": self.rounds, "observations": int(gs.shape[0]),
-                "suggested": self.suggest().tolist(), "query": self.query().tolist()}
+        return dict(self._observe(setting, gradient, allow_off_policy),
+                    query=self.query().tolist())
+
+    def _learn(self, t, acted, played, gradient, off, c):
+        if off:
+            acted = acted._replace(s=played)
+        c["switches"] = c["switches"] + np.asarray(acted.switched, np.int64)
+        return self._step(acted, jnp.asarray(gradient, self._dtype), self._params.eta)
 
     def status(self) -> dict:
-        return {
-            "config": self.cfg.name, "algorithm": self.algorithm, "kind": self.kind,
-            "seed": self.seed, "rounds": self.rounds, "planned_horizon": self.horizon,
-            "budget": self.budget.tolist(),
-            "switch_probability": np.asarray(self._params.p, np.float64).tolist(),
-            "step_size": np.asarray(self._params.eta, np.float64).tolist(),
-            "switches": self.switches.tolist(), "movement": self.movement,
-            "off_policy_observations": self.off_policy,
-            "last_setting": self.last_setting.tolist(), "suggested": self.suggest().tolist(),
-            "query": self.query().tolist(),
-        }
+        """Rounds, the step size and switching probability, switches, movement, the query."""
+        return dict(self._status(
+            planned_horizon=self.horizon, budget=self.budget.tolist(),
+            switch_probability=np.asarray(self._params.p, np.float64).tolist(),
+            step_size=np.asarray(self._params.eta, np.float64).tolist(),
+            switches=self.switches.tolist()), query=self.query().tolist())
 
     def save(self, path) -> Path:
-
-        meta = {
-            "family": self.family, "config": oco_config_to_dict(self.cfg),
-            "algorithm": self.algorithm, "seed": self.seed, "budget_index": self.budget_index,
-            "counters": {"rounds": self.rounds, "movement": self.movement,
-                         "switches": self.switches.tolist(), "off_policy": self.off_policy,
-                         "last_setting": self.last_setting.tolist()},
-        }
-        return _save(path, meta, self._state)
+        """Write the learner to ``path`` atomically (versioned ``.npz``)."""
+        return super().save(path, budget_index=self.budget_index)
 
 
 def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(),
                 budget_index: int = 0):
     """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
-
     if isinstance(config, OCOConfig):
-        return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index)
+        return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index=budget_index)
     if not isinstance(config, ExperimentConfig):
         path = find_config(str(config))
         if config_kind(path) == "oco":
-            return OGDTuner.from_config(path, algorithm, seed, overrides, budget_index)
+            return OGDTuner.from_config(path, algorithm, seed, overrides,
+                                        budget_index=budget_index)
         config = path
     return Tuner.from_config(config, algorithm, seed, overrides)
 

@@ -18,13 +18,14 @@ import json
 import os
 from pathlib import Path
 
-from gsjax.tuner import OGDTuner, Tuner, TunerError, open_config
+from gsjax.tuner import OGDTuner, TunerError, load, open_config
 
 __all__ = ["add_parser"]
 
 
 @contextlib.contextmanager
-def _locked(state: Path, exclusive: bool):
+def _locked(state, exclusive: bool):
+    """The state file's lock (``STATE.lock``), exclusive or shared, for the block."""
     lock_path = Path(str(state) + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -43,8 +44,9 @@ def _json_arg(text: str, field: str):
         raise TunerError(field, f"not valid JSON ({e.msg}): {text!r}") from None
 
 
-def _print(obj) -> None:
-    print(json.dumps(obj))
+def _read(state):
+    with _locked(state, exclusive=False):
+        return load(state)
 
 
 def _cmd_init(args) -> int:
@@ -61,31 +63,28 @@ def _cmd_init(args) -> int:
         info.update(components=tuner.num_components, query=tuner.query().tolist())
     else:
         info.update(criteria=tuner.num_criteria)
-    _print(info)
+    print(json.dumps(info))
     return 0
 
 
 def _cmd_suggest(args) -> int:
-    with _locked(Path(args.state), exclusive=False):
-        tuner = Tuner.load(args.state)
-    _print(tuner.suggest().tolist())
+    print(json.dumps(_read(args.state).suggest().tolist()))
     return 0
 
 
 def _cmd_query(args) -> int:
-    with _locked(Path(args.state), exclusive=False):
-        tuner = Tuner.load(args.state)
+    tuner = _read(args.state)
     if not isinstance(tuner, OGDTuner):
         raise TunerError("query", f"{tuner.kind} observes losses at the suggested setting; "
                                   f"query is for the OGD family (gradients)")
-    _print(tuner.query().tolist())
+    print(json.dumps(tuner.query().tolist()))
     return 0
 
 
 def _cmd_observe(args) -> int:
     setting = _json_arg(args.setting, "--setting")
-    with _locked(Path(args.state), exclusive=True):
-        tuner = Tuner.load(args.state)
+    with _locked(args.state, exclusive=True):
+        tuner = load(args.state)
         if isinstance(tuner, OGDTuner):
             if args.gradient is None or args.losses is not None:
                 raise TunerError("--gradient", f"{tuner.kind} observes the loss gradient at the "
@@ -98,14 +97,12 @@ def _cmd_observe(args) -> int:
             values = _json_arg(args.losses, "--losses")
         out = tuner.observe(setting, values, allow_off_policy=args.allow_off_policy)
         tuner.save(args.state)
-    _print(out)
+    print(json.dumps(out))
     return 0
 
 
 def _cmd_status(args) -> int:
-    with _locked(Path(args.state), exclusive=False):
-        tuner = Tuner.load(args.state)
-    print(json.dumps(tuner.status(), indent=None if args.compact else 2))
+    print(json.dumps(_read(args.state).status(), indent=None if args.compact else 2))
     return 0
 
 

@@ -159,6 +159,15 @@ def test_adult_problem_s_star_is_the_exact_minimum():
     assert abs(tau - 0.85) < 0.1  # our classifier's optimum lies in the paper's "fair region"
 
 
+def test_adult_problem_holds_no_linear_model_arrays():
+    """No noise scales or random Fourier features: the loss and its noise come from the data;
+    theta* (never read) is zero, one row of the quadratic features' 3 entries."""
+    _, problem = _adult_problem()
+    assert problem.noise_sigma is None
+    assert problem.rff_omega is None and problem.rff_phase is None
+    np.testing.assert_array_equal(np.asarray(problem.theta), np.zeros((1, 3), np.float32))
+
+
 # ---------------------------------------------------------------------------
 # Batch feedback
 # ---------------------------------------------------------------------------

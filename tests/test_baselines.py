@@ -20,7 +20,7 @@ from gsjax import problem as P
 from gsjax.algorithms import AgentSpec, make
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.numpy_baselines import run_loop, run_vectorised  # noqa: E402
+from benchmarks.numpy_baselines import run_loop, run_strong, run_vectorised  # noqa: E402
 
 LOG2 = math.log(2.0)
 VARIANTS = [("linucb", "global"), ("lazy", "global"), ("lazy", "own"), ("async_lazy", "global")]
@@ -73,6 +73,11 @@ def test_blocks_vertex_match_gsjax(x64, make_params, kind, reference):
                  seeds=seeds, eta=eta, move_cost=move_cost, reference=reference,
                  dtype=np.float64, record_actions=True)
         _check(res, out, act_atol=0)
+    # The strong baseline (seed axis last, closed-form 2x2 algebra): the same steps.
+    out = run_strong(kind, scopes.index, np.asarray(prob.theta), np.asarray(prob.s0), lambdas,
+                     betas, log_trigger=LOG2, horizon=horizon, seeds=seeds, eta=eta,
+                     move_cost=move_cost, reference=reference, record_actions=True)
+    _check(res, out, act_atol=0)
 
 
 # lazy with the "own" reference is covered by the vertex test above; its PGD twin is -m slow.
@@ -129,3 +134,31 @@ def test_generator_float32_smoke(name):
         assert out["seed_rounds"] == 36
         if kind == "linucb":
             np.testing.assert_array_equal(out["updates"], np.full((3, k), 12))
+
+
+@pytest.mark.parametrize("kind,reference", VARIANTS, ids=IDS)
+def test_strong_matches_vectorised_at_section7_2_size(kind, reference):
+    """10 blocks of 2 (Section 7.2's shape), 32 seeds, 300 rounds, the same injected noise: the
+    strong baseline takes the generic vectorised one's steps (float64, independent code)."""
+    seeds, horizon = 32, 300
+    scopes = graphs.block_scopes(10, 2)
+    rng = np.random.default_rng(3)
+    theta = rng.normal(size=(10, 2))
+    lambdas = rng.uniform(0.01, 1.0, size=10)
+    eta = 0.5 * rng.normal(size=(seeds, horizon, 10))
+    kw = dict(log_trigger=LOG2, horizon=horizon, seeds=seeds, eta=eta, move_cost=1.0,
+              reference=reference, record_actions=True)
+    ref = run_vectorised(kind, scopes.index, None, "linear", theta, np.full(20, 0.5), lambdas,
+                         0.5, dtype=np.float64, **kw)
+    out = run_strong(kind, scopes.index, theta, np.full(20, 0.5), lambdas, 0.5, **kw)
+    np.testing.assert_array_equal(out["actions"], ref["actions"])
+    for field in ("updates", "changes", "triggers", "reoptimisations"):
+        np.testing.assert_array_equal(out[field], ref[field], err_msg=field)
+    for field in ("prediction_regret", "movement_cost"):
+        np.testing.assert_allclose(out[field], ref[field], rtol=1e-12, atol=1e-9)
+    if kind != "linucb":
+        assert 0 < ref["reoptimisations"].min() and ref["reoptimisations"].max() < horizon
+    # Drawing its own noise, it runs and counts as documented.
+    own = run_strong(kind, scopes.index, theta, np.full(20, 0.5), lambdas, 0.5, horizon=20,
+                     seeds=5, rng=np.random.default_rng(0))
+    assert own["seed_rounds"] == 100 and own["updates"].shape == (5, 10)

@@ -748,3 +748,63 @@ def test_any_bad_value_is_one_line_config_error(where, value):
     except ConfigError as e:
         assert "\n" not in str(e) and str(e) == f"{e.field}: {e.message}"
         assert e.field.split("[")[0].split(".")[0] in (parts[0], "agent", "algorithms"), e
+
+
+GRAPH_KIND_KEYS = {"chain": {}, "complete": {}, "edges": {"edges": [[0, 1]]},
+                   "grid": {"grid_shape": [2, 2]}, "random": {"max_degree": 2, "num_edges": 1}}
+
+
+@pytest.mark.parametrize("kind", list(GRAPH_KIND_KEYS))
+def test_graph_kinds_share_one_record_but_own_their_keys(kind):
+    """Every graph kind is a GraphProblem (EdgesGraph etc. are its other names); a kind sets
+    only its own keys, the other kinds' keys read None and stay out of the resolved dict."""
+    assert C.EdgesGraph is C.GridGraph is C.RandomGraph is C.GraphProblem
+    problem = {"structure": "graph", "graph": kind, "num_nodes": 4, **GRAPH_KIND_KEYS[kind]}
+    cfg = parse_config({"name": "g", "problem": problem, "algorithms": {"lazy": {}}})
+    assert type(cfg.problem) is C.GraphProblem and cfg.problem.sizes == (4, 4)
+    for other, keys in GRAPH_KIND_KEYS.items():
+        for key, value in keys.items():
+            if other == kind:
+                continue
+            assert getattr(cfg.problem, key) is None and key not in config_to_dict(cfg)["problem"]
+            raw = {"name": "g", "problem": {**problem, key: value}, "algorithms": {"lazy": {}}}
+            with pytest.raises(ConfigError) as e:
+                parse_config(raw)
+            assert (e.value.field, e.value.message) == (
+                f"problem.{key}", f"only allowed when problem.graph = {other!r}")
+        if other == kind and keys:
+            key = next(iter(keys))
+            raw = {"name": "g", "problem": {k: v for k, v in problem.items() if k != key},
+                   "algorithms": {"lazy": {}}}
+            with pytest.raises(ConfigError) as e:
+                parse_config(raw)
+            assert (e.value.field, e.value.message) == (
+                f"problem.{key}", f"required for problem.graph = {kind!r} but missing")
+
+
+def test_blocks_of_unequal_sizes_share_the_blocks_record():
+    assert C.UnequalBlocksProblem is C.BlocksProblem
+    raw = minimal_raw(block_dims=[2, 3])
+    del raw["problem"]["num_blocks"], raw["problem"]["block_dim"]
+    cfg = parse_config(raw)
+    assert cfg.problem.sizes == (2, 5) and cfg.problem.num_blocks is None
+    assert "num_blocks" not in config_to_dict(cfg)["problem"]
+    with pytest.raises(ConfigError, match=r"^problem\.num_blocks: not allowed with problem\."
+                                          r"block_dims"):
+        parse_config(minimal_raw(block_dims=[2, 3]))
+
+
+def test_a_graph_kind_named_like_a_structure_is_not_a_graph_kind():
+    with pytest.raises(ConfigError) as e:
+        parse_config(minimal_raw(structure="graph", graph="blocks", num_nodes=3))
+    assert e.value.field == "problem.graph"
+    assert e.value.message.startswith("must be one of 'edges', 'chain'")
+
+
+@pytest.mark.parametrize("kwargs", [dict(graph="random", num_nodes=4, max_degree=2),
+                                    dict(graph="edges", num_nodes=3), dict(graph="chain"),
+                                    dict(graph="grid", num_nodes=4), dict(block_dim=2)])
+def test_records_built_in_python_still_need_their_kinds_keys(kwargs):
+    cls = C.BlocksProblem if "block_dim" in kwargs else C.GraphProblem
+    with pytest.raises(ValueError, match="required for problem"):
+        cls(**kwargs)

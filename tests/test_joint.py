@@ -290,6 +290,32 @@ def test_joint_on_a_nodewise_problem_is_blockdiagonal(x64):
     assert "joint_lazy" in REGISTRY and "joint_linucb" in REGISTRY
 
 
+def test_factor_constructors_name_the_bad_argument():
+    """Explicit w* rows are checked per FACTOR (LAYOUT's factors have 3, 2, 1 linear features);
+    a bad layout names its field."""
+    structure, _ = factor.make_factor_structure(LAYOUT, "linear", "independent")
+    make = lambda values: factor.make_factor_problem(  # noqa: E731
+        jax.random.key(0), structure, LAYOUT, theta_distribution="explicit", theta_values=values)
+    w = [[1.0, -2.0, 0.5], [0.25, -1.0], [3.0]]
+    prob = make(w)
+    np.testing.assert_array_equal(np.asarray(factor.joint_theta(prob)).reshape(3, 3),
+                                  [[1.0, -2.0, 0.5], [0.25, -1.0, 0.0], [3.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"make_factor_problem: theta_values: expected F = 3 "
+                                         r"rows \(one per factor\), got 2"):
+        make(w[:2])
+    with pytest.raises(ValueError, match=r"make_factor_problem: theta_values\[1\]: .* factor 1 "
+                                         r"has 2 linear features"):
+        make([w[0], [1.0], w[2]])
+    with pytest.raises(ValueError, match=r"make_factor_problem: theta_values\[2\]\[0\]: must be "
+                                         r"finite"):
+        make([w[0], w[1], [float("nan")]])
+    bad = LAYOUT._replace(factor_coords=((0, 1, 1), (2, 3), (4,)))
+    with pytest.raises(ValueError, match=r"layout.factor_coords\[0\]: .*got \(0, 1, 1\)"):
+        factor.node_scopes(bad)
+    with pytest.raises(ValueError, match=r"make_factor_structure: mixing: unknown mixing 'x'"):
+        factor.make_factor_structure(LAYOUT, "linear", "independent", mixing="x")
+
+
 # --------------------------------------------------------------------------------------------
 # Configs and the command line
 # --------------------------------------------------------------------------------------------

@@ -48,7 +48,6 @@ A budget exponent ``a`` in ``(0, 1]`` gives ``M = T^a``; an absolute budget must
 (``M = T``).
 """
 
-import json
 import os
 import tomllib
 from typing import Annotated, Any, Literal, Sequence
@@ -56,8 +55,8 @@ from typing import Annotated, Any, Literal, Sequence
 from pydantic import TypeAdapter
 
 from gsjax.config import (
-    _NONEMPTY, ConfigError, Float, Floats, Int, Name, Str, _dict, _dotted, _entry_tables,
-    _fail, _length, _Record, _root, _toml_path, _validate, read_toml, record,
+    _NONEMPTY, ConfigError, ExperimentConfig, Float, Floats, Int, Name, Str, _dict, _dotted,
+    _entry_tables, _fail, _length, _Record, _root, _toml_path, _validate, read_toml, record,
 )
 from gsjax.oco.algorithms import REGISTRY, STEP_RULES
 from gsjax.oco.problem import ADVERSARIES, LOSSES, TARGETS
@@ -148,9 +147,7 @@ class OCOConfig(_Record):
              "record_every", "record_seeds", "move_cost", "move_costs", "budget_exponents",
              "budgets", "paper", "problem", "algorithms")
 
-    @property
-    def paper(self) -> dict:
-        return json.loads(self.paper_json)
+    paper = ExperimentConfig.paper
 
     @property
     def horizon(self) -> int:
@@ -167,7 +164,6 @@ class OCOConfig(_Record):
             object.__setattr__(self, "move_costs", (self.move_cost,))
 
 
-_OCO = TypeAdapter(OCOConfig)
 _POINTS = {kind: TypeAdapter(list[Floats(**bounds)]) for kind, bounds in
            (("exponent", dict(gt=0.0, le=1.0)), ("absolute", dict(gt=0.0)))}
 _KEYS = ("budget_exponents", "budgets")
@@ -191,7 +187,8 @@ def _budgets(table: dict, path: tuple, k: int, per_component: bool):
     """``(kind, points)`` of a table's ``budget_exponents`` or ``budgets``; ``None`` if neither."""
     given = [key for key in _KEYS if key in table]
     if len(given) == 2:
-        raise ConfigError(".".join((*path, "budgets")), "give budget_exponents or budgets, not both")
+        raise ConfigError(".".join((*path, "budgets")),
+                          "give budget_exponents or budgets, not both")
     if not given:
         return None
     key = given[0]
@@ -215,7 +212,7 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
     data = _root(raw, overrides)
     if data.get("kind") != KIND:
         raise ConfigError("kind", f"must be {KIND!r} for an OCO config, got {data.get('kind')!r}")
-    problem = _validate(TypeAdapter(OCOProblemConfig), data.get("problem", {}),
+    problem = _validate(OCOProblemConfig.__pydantic_validator__, data.get("problem", {}),
                         lambda loc: _dotted(("problem", *loc)))
     k = problem.num_components
     default = _budgets(data, (), k, per_component=True)
@@ -233,7 +230,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
             got = _budgets(table, path, k, algorithm == "componentwise_lazy_ogd") or default
             if got is None:
                 raise ConfigError(f"algorithms.{name}.budget_exponents", "a lazy algorithm needs "
-                                  "budgets: set budget_exponents or budgets here or at the top level")
+                                  "budgets: set budget_exponents or budgets here or at the top "
+                                  "level")
             if got is default and algorithm == "lazy_ogd" and any(isinstance(b, tuple)
                                                                   for b in got[1]):
                 raise ConfigError(_KEYS[got[0] != "exponent"], "per-component budget points "
@@ -247,8 +245,8 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
     horizon = data.pop("horizon", 1000)
     data.update(problem=problem, algorithms=entries,
                 horizons=horizon if isinstance(horizon, (list, tuple)) else [horizon])
-    return _validate(_OCO, data, _toml_path(tables, {"paper_json": "paper",
-                                                     "horizons": "horizon"}))
+    renames = {"paper_json": "paper", "horizons": "horizon"}
+    return _validate(OCOConfig.__pydantic_validator__, data, _toml_path(tables, renames))
 
 
 def load_oco_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> OCOConfig:
@@ -258,22 +256,13 @@ def load_oco_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> O
 
 def oco_config_to_dict(cfg: OCOConfig) -> dict:
     """The resolved config as a JSON-ready dict; ``parse_oco_config`` of it gives ``cfg``."""
-    algos = {}
-    for e in cfg.algorithms:
-        d: dict[str, Any] = {"algorithm": e.algorithm, "step_rule": e.step_rule,
-                             "eta_scale": e.eta_scale}
-        if e.eta is not None:
-            d["eta"] = e.eta
-        if e.budget_kind != "none":
-            d[_KEYS[e.budget_kind != "exponent"]] = _dict(e.budgets)
-        algos[e.name] = d
-    out = {
-        "kind": cfg.kind, "name": cfg.name, "description": cfg.description, "seeds": cfg.seeds,
-        "horizon": list(cfg.horizons), "root_seed": cfg.root_seed, "dtype": cfg.dtype,
-        "record_seeds": cfg.record_seeds, "move_cost": cfg.move_cost,
-        "move_costs": list(cfg.move_costs), "problem": _dict(cfg.problem), "algorithms": algos,
-        "paper": cfg.paper,
-    }
-    if cfg.record_every is not None:
-        out["record_every"] = cfg.record_every
-    return out
+    keys = ("kind", "name", "description", "seeds", "horizons", "root_seed", "dtype",
+            "record_seeds", "move_cost", "move_costs", "problem")
+    algos = {e.name: {"algorithm": e.algorithm, "step_rule": e.step_rule,
+                      "eta_scale": e.eta_scale, **({} if e.eta is None else {"eta": e.eta}),
+                      **({} if e.budget_kind == "none" else
+                         {_KEYS[e.budget_kind != "exponent"]: _dict(e.budgets)})}
+             for e in cfg.algorithms}
+    return {**{"horizon" if key == "horizons" else key: _dict(getattr(cfg, key))
+               for key in keys}, "algorithms": algos, "paper": cfg.paper,
+            **({} if cfg.record_every is None else {"record_every": cfg.record_every})}
