@@ -673,7 +673,7 @@ class AgentConfig(_Record):
     oful_sigma: Float(ge=0.0) | None = None  # OFUL noise level (None: the problem's sigma)
     oful_L: Float(gt=0.0) | None = None  # OFUL bound on ||phi_i(s)|| (None: the feature map's)
     move_cost: Float(ge=0.0) = 1.0  # cost of moving the state
-    solver: Literal["vertex", "pgd"] = "vertex"  # 'vertex' is exact for linear features only
+    solver: Literal["vertex", "pgd", "dp"] = "vertex"  # 'vertex', 'dp': exact, linear features
     pgd_steps: Int(1) = 50  # projected-gradient steps, learning rate, restarts, optimiser
     pgd_lr: Float(gt=0.0) = 0.05
     pgd_starts: Int(1) = 4

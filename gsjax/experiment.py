@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax import checkpoint, factor, fairness, graphs, plotting, results
+from gsjax import checkpoint, dp, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
+from gsjax.algorithms.kernel import NODE_KINDS, check_solver
 from gsjax.config import (
     AdaptiveAgentConfig,
     AgentConfig,
@@ -170,6 +171,17 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
     return spec, params
 
 
+def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry) -> AgentSpec:
+    """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`); a ConfigError on the solver
+    when the DP does not apply or its tables would be too wide."""
+    try:
+        spec = dataclasses.replace(spec, dp_plan=dp.make_plan(scopes))
+        check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
+    except ValueError as err:
+        raise ConfigError(f"algorithms.{entry.name}.solver", str(err)) from None
+    return spec
+
+
 def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     """Build the structure, problem and algorithms of a config; raises ConfigError early.
 
@@ -206,6 +218,8 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                 f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
             )
         spec, params = _agent(ac, k, sigma_k, dtype)
+        if spec.solver == "dp":
+            spec = _dp_spec(spec, scopes, structure, entry)
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [

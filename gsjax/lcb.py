@@ -218,18 +218,22 @@ class Blocks(NamedTuple):
 class Objective(NamedTuple):
     """What a solver minimises over the box: ``value(s) -> ()``, and, when the LCB separates
     over disjoint blocks of linear features, its :class:`Blocks` (vertex enumeration then
-    runs block by block)."""
+    runs block by block); ``terms``: the per-criterion linear terms on any scopes (the same
+    record), which the DP solver (:mod:`gsjax.dp`) eliminates."""
 
     value: Callable
     blocks: Blocks | None = None
+    terms: Blocks | None = None
 
 
 def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta) -> Objective:
     """The per-criterion LCB (eq. 7) of estimates (k, d), inverses (k, d, d) and beta (k,)."""
     value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
-    if structure.disjoint and structure.features == "linear":
-        return Objective(value, Blocks(problem.scopes, problem.scope_mask, theta_hat, inv, beta))
-    return Objective(value)
+    if structure.features != "linear":
+        return Objective(value)
+    terms = Blocks(problem.scopes, problem.scope_mask, theta_hat, inv, beta)
+    return Objective(value, terms if structure.disjoint else None,
+                     terms if structure.env.coordinate_model else None)
 
 
 def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):

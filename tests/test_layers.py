@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "gsjax"
 # Lower number = lower layer (see the README's layout).
 LAYERS = {
     0: ["checks", "linalg", "graphs", "results", "adult", "philox"],
-    1: ["problem", "factor", "fairness", "lcb", "oco.problem"],
+    1: ["problem", "factor", "fairness", "lcb", "dp", "oco.problem"],
     2: ["algorithms", "algorithms.*", "oco.algorithms", "oco"],
     3: ["runner", "relaxed", "checkpoint", "oco.runner", "plotting", "oco.plotting"],
     4: ["config", "oco.config", "experiment", "oco.experiment", "tune", "tuner"],

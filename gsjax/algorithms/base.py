@@ -139,7 +139,7 @@ def _log_trigger(trigger_ratio, dtype) -> jax.Array:
 class AgentSpec:
     """Static agent settings: they fix the trace."""
 
-    solver: str = "vertex"  # "vertex" | "pgd"
+    solver: str = "vertex"  # "vertex" | "pgd" | "dp"
     pgd_steps: int = 50
     pgd_starts: int = 4
     pgd_optimizer: str = "adam"  # "adam" | "sgd"
@@ -151,6 +151,7 @@ class AgentSpec:
     warmup: int = 100  # tau, rounds of uniform exploration on the super-graph (0: no test)
     signal_gamma: float = 0.5  # gamma of Assumption B: slots with statistic > gamma / 2 kept
     refined: str = "lazy"  # schedule after the test: "lazy" | "async_lazy"
+    dp_plan: object = None  # solver "dp": gsjax.dp.make_plan(scopes), its static elimination
 
 
 class BanditState(NamedTuple):

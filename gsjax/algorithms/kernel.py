@@ -8,7 +8,8 @@ kernels from a few functions and Optax chains transformations):
   restricted to a learned graph (:mod:`gsjax.algorithms.adaptive`);
 * a :class:`~gsjax.algorithms.schedules.Schedule` -- when to re-minimise and over which
   coordinates (every round, the doubling trigger with either reference reading, per criterion);
-* a solver -- ``spec.solver``: exact vertex enumeration or PGD (:func:`solve_objective`);
+* a solver -- ``spec.solver``: exact vertex enumeration, the exact DP of :mod:`gsjax.dp`, or
+  PGD (:func:`solve_objective`);
 * a :class:`~gsjax.algorithms.decisions.Logic` -- hard decisions (the algorithms of the paper)
   or soft ones (their relaxed, differentiable form; :mod:`gsjax.relaxed`).
 
@@ -34,7 +35,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsjax import lcb, linalg
+from gsjax import dp, lcb, linalg
 from gsjax.algorithms import schedules
 from gsjax.algorithms.base import (AgentParams, AgentSpec, BanditAlgorithm, BanditInfo,
                                    BanditState, SolveRequest)
@@ -87,14 +88,27 @@ def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Arra
     return params.oful_sigma * jnp.sqrt(d_i * log_term) + jnp.sqrt(lam) * params.oful_S
 
 
-def check_solver(structure: Structure, spec: AgentSpec) -> None:
-    """``ValueError`` for an unknown solver or reference, or vertices on non-linear features."""
-    if spec.solver not in ("vertex", "pgd"):
-        raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd')")
+def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = False) -> None:
+    """``ValueError`` for an unknown solver or reference, or vertices on non-linear features;
+    ``"dp"`` also needs per-criterion linear terms (``per_criterion``: the node kinds) and a
+    ``spec.dp_plan`` of the structure's scopes (:func:`gsjax.dp.make_plan`)."""
+    if spec.solver not in ("vertex", "pgd", "dp"):
+        raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd', 'dp')")
     if spec.reference not in ("global", "own"):
         raise ValueError(f"unknown reference {spec.reference!r}; allowed: ('global', 'own')")
     if spec.solver == "vertex" and structure.features != "linear":
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
+    if spec.solver != "dp":
+        return
+    if not (per_criterion and structure.features == "linear"
+            and structure.env.coordinate_model):
+        raise ValueError("solver 'dp' needs per-criterion linear features (linucb, lazy, "
+                         "async_lazy on the linear model); use 'vertex' or 'pgd'")
+    plan = spec.dp_plan
+    if plan is None or (plan.num_coords, plan.num_criteria, plan.scope_size) != (
+            structure.num_coords, structure.num_criteria, structure.scope_size):
+        raise ValueError("solver 'dp': spec.dp_plan must be gsjax.dp.make_plan(scopes) of "
+                         "this structure's scopes")
 
 
 def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Objective, s_init,
@@ -103,6 +117,8 @@ def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Ob
     coordinates from ``s_init``, choosing among candidates with ``pick``."""
     if spec.solver == "vertex":
         return lcb.minimise_vertices(objective, s_init, free, pick)
+    if spec.solver == "dp":
+        return dp.minimise(spec.dp_plan, objective, s_init, free, pick)
     return lcb.minimise_objective_pgd(
         key, objective.value, s_init, free, num_steps=spec.pgd_steps,
         num_starts=spec.pgd_starts, learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
@@ -242,7 +258,7 @@ def node_recipe(kind: str):
         raise ValueError(f"unknown kind {kind!r}; allowed: {NODE_KINDS}")
 
     def make(structure: Structure, spec: AgentSpec, logic: Logic = HARD) -> BanditAlgorithm:
-        check_solver(structure, spec)
+        check_solver(structure, spec, per_criterion=True)
         schedule = schedules.BY_KIND[kind](reference=spec.reference)
         return make_kernel(kind, structure, spec, ridge(structure, spec), schedule, logic)
 

@@ -1,0 +1,271 @@
+r"""Exact LCB minimisation for linear features by min-sum variable elimination (issue 17).
+
+With linear features the LCB is concave on the box, so its minimum is at a vertex, and on the
+vertices it is a sum of one term per criterion, each a function of the bits of its scope
+``N(i)``. Minimising it is a min-sum problem on the *interaction graph* (coordinates joined
+when they share a scope): exact by variable elimination in ``O(n 2^{w+1})`` table entries for
+an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
+
+* :func:`make_plan` (host, once per structure): the elimination order, each variable's clique
+  ``{v} + sep(v)`` padded to ``w + 1`` slots, the parent each message goes to, and the static
+  gathers that place every criterion's table and every message in its bucket. Tables wider
+  than ``max_table`` entries are refused (``ValueError`` naming the width).
+* :func:`minimise` (traced, vmappable): one ``lax.scan`` of messages over the order, one
+  ``lax.scan`` of back-tracking; non-free coordinates stay at ``s_init`` (their term tables
+  are constant along their bit, which is the DP of the conditioned problem).
+
+Tie rule: that of :func:`gsjax.lcb.minimise_vertices`, the lowest vertex index ``p`` among the
+values within ``64 eps max(1, |min|)`` of the minimum, where vertex ``p`` puts bit ``j`` on the
+``j``-th free coordinate. The lowest ``p`` is the greedy choice "0 whenever a completion stays
+within the tolerance" from the highest coordinate down, so the back-tracking must assign
+coordinates in decreasing index, each after its separator. Hence the order is min-fill
+*restricted to variables with no lower-indexed neighbour left* (the separator of ``v`` then
+holds only higher coordinates); the back-tracking carries the value of the best completion and
+spends the tolerance exactly as the enumerator's comparison does. On naturally numbered chains,
+rings and narrow grids (numbered along the short side) the restriction costs nothing; on a
+tree numbered from its root it is ruinous, and ``make_plan(..., exact_ties=False)`` (plain
+min-fill, another choice among tied minimisers) is the way there. :func:`limits` reports the
+width of either.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsjax.graphs import Scopes
+from gsjax.lcb import Objective, first_pick, lcb_terms
+
+__all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "make_plan", "limits", "minimise"]
+
+DEFAULT_MAX_TABLE = 2 ** 16  # entries of one bucket table, 2^(w+1): width w <= 15
+
+
+def _interaction(scopes: Scopes) -> list[set]:
+    """Neighbour sets of the interaction graph (coordinates sharing a scope)."""
+    adj = [set() for _ in range(int(scopes.num_coords))]
+    for idx, msk in zip(np.asarray(scopes.index), np.asarray(scopes.mask)):
+        real = [int(c) for c in idx[msk]]
+        for a in real:
+            adj[a].update(c for c in real if c != a)
+    return adj
+
+
+def _fill(adj: list[set], v: int) -> int:
+    nb = list(adj[v])
+    return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
+
+
+def _too_wide(width: int, max_table: int) -> ValueError:
+    return ValueError(f"dp: elimination width >= {width} needs tables of >= 2^{width + 1} "
+                      f"entries, over max_table = {max_table}; use solver 'pgd'")
+
+
+def _elimination(adj: list[set], ordered: bool, max_table: int):
+    """Greedy min-fill (ties: fewer neighbours, then the lower index); ``ordered``: only a
+    variable with no lower-indexed neighbour left may go. Returns the order and separators;
+    a separator wider than ``max_table`` allows raises at once (before any wide fill count)."""
+    adj = [set(a) for a in adj]
+    n = len(adj)
+    max_width = max_table.bit_length() - 2  # 2^(w+1) <= max_table
+    gone = [False] * n
+    version = [0] * n
+    heap = []
+
+    def push(v):
+        version[v] += 1
+        if not ordered or all(u > v for u in adj[v]):
+            wide = len(adj[v]) > max_width
+            fill = n * n if wide else _fill(adj, v)
+            heapq.heappush(heap, (fill, len(adj[v]), v, version[v]))
+
+    for v in range(n):
+        push(v)
+    order, seps = [], [None] * n
+    while heap:
+        _, deg, v, ver = heapq.heappop(heap)
+        if gone[v] or ver != version[v]:
+            continue
+        if deg > max_width:
+            raise _too_wide(deg, max_table)
+        nb = sorted(adj[v])
+        order.append(v)
+        seps[v] = nb
+        gone[v] = True
+        for a in nb:
+            adj[a].discard(v)
+            adj[a].update(b for b in nb if b != a)
+        touched = set(nb)
+        for a in nb:
+            touched |= adj[a]
+        for u in touched:
+            push(u)
+    assert len(order) == n
+    return order, seps
+
+
+def _bits(width: int) -> np.ndarray:
+    """(2^width, width) int; row ``a`` holds the bits of ``a``, bit ``s`` in column ``s``."""
+    a = np.arange(2 ** width)[:, None]
+    return (a >> np.arange(width)[None, :]) & 1
+
+
+class Limits(NamedTuple):
+    """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
+    ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets)."""
+
+    width: int
+    table: int
+    total: int
+
+
+def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
+           ) -> Limits:
+    """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
+    building the plan; its ``ValueError`` when the tables would exceed ``max_table``."""
+    _, seps = _elimination(_interaction(scopes), exact_ties, _check_cap(max_table))
+    w = max(len(s) for s in seps)
+    return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
+
+
+def _check_cap(max_table) -> int:
+    if isinstance(max_table, bool) or not isinstance(max_table, (int, np.integer)) or (
+            max_table < 2):
+        raise ValueError(f"dp: max_table: must be an integer >= 2, got {max_table!r}")
+    return int(max_table)
+
+
+class Plan:
+    """The static part of the DP for one set of scopes (numpy arrays; see :func:`make_plan`).
+
+    Equal (and hashable) by its scopes and cap, so an :class:`~gsjax.algorithms.AgentSpec`
+    holding it stays a usable static value."""
+
+    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True):
+        index = np.asarray(scopes.index, np.int32)
+        mask = np.asarray(scopes.mask, bool)
+        n, (k, m) = int(scopes.num_coords), index.shape
+        order, seps = _elimination(_interaction(scopes), exact_ties, max_table)
+        w = max(len(s) for s in seps)
+        slots = w + 1
+        position = {v: p for p, v in enumerate(order)}
+        clique = np.full((n, slots), n, np.int32)  # slot 0: v; then sep(v); padding: n
+        parent = np.full(n, n, np.int32)
+        for v in range(n):
+            clique[v, 1:1 + len(seps[v])] = seps[v]
+            clique[v, 0] = v
+            if seps[v]:
+                parent[v] = min(seps[v], key=position.__getitem__)
+        bits = _bits(slots)  # (2^W, W)
+        msg = np.zeros((n, 2 ** slots), np.int32)  # parent-clique assignment -> message entry
+        for v in range(n):
+            if parent[v] == n:
+                continue
+            slot_of = {c: s for s, c in enumerate(clique[parent[v]]) if c != n}
+            for s, c in enumerate(seps[v]):
+                msg[v] += bits[:, slot_of[c]] << s
+        bucket = np.empty(k, np.int32)  # the scope's first eliminated variable
+        term = np.zeros((k, 2 ** slots), np.int32)  # bucket assignment -> term-table entry
+        for i in range(k):
+            real = [(j, int(c)) for j, c in enumerate(index[i]) if mask[i, j]]
+            bucket[i] = min((c for _, c in real), key=position.__getitem__)
+            slot_of = {c: s for s, c in enumerate(clique[bucket[i]]) if c != n}
+            for j, c in real:
+                term[i] += bits[:, slot_of[c]] << j
+        per = [np.flatnonzero(bucket == v) for v in range(n)]
+        crit = np.full((n, max(1, max(len(p) for p in per))), k, np.int32)  # k: a zero row
+        for v, p in enumerate(per):
+            crit[v, :len(p)] = p
+        self.num_coords, self.num_criteria, self.scope_size = n, k, m
+        self.width, self.max_table = w, int(max_table)
+        self.index, self.mask = index, mask
+        self.order = np.asarray(order, np.int32)
+        self.clique, self.parent, self.msg, self.term, self.crit = clique, parent, msg, term, crit
+        # back-tracking: decreasing index (the tie rule), else the reverse elimination order
+        self.backtrack = np.arange(n - 1, -1, -1) if exact_ties else self.order[::-1].copy()
+        self.exact_ties = bool(exact_ties)
+        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
+                     self.exact_ties)
+
+    def __eq__(self, other):
+        return isinstance(other, Plan) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return (f"Plan(n={self.num_coords}, k={self.num_criteria}, width={self.width}, "
+                f"max_table={self.max_table}, exact_ties={self.exact_ties})")
+
+
+def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
+              ) -> Plan:
+    """The :class:`Plan` of ``scopes``; ``ValueError`` (naming the width) when one bucket table,
+    ``2^(w+1)`` entries, would exceed ``max_table`` (an integer >= 2).
+
+    ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
+    numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but
+    among several minimisers the one kept is the lowest index in the reverse elimination order,
+    not necessarily the vertex enumerator's."""
+    return Plan(scopes, _check_cap(max_table), exact_ties)
+
+
+def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
+    """Exact minimiser of the LCB of per-criterion linear terms (``objective.terms``) over the
+    vertices of the ``free`` coordinates; the others stay at ``s_init``. Same answer and tie rule
+    as :func:`gsjax.lcb.minimise_vertices`; returns ``(s, value, residual)`` with residual 0."""
+    if pick is not first_pick:
+        raise ValueError("solver 'dp' makes hard choices only (lcb.first_pick); use 'vertex'")
+    terms = objective.terms
+    if terms is None:
+        raise ValueError("solver 'dp' needs the per-criterion terms of linear features")
+    n, k, m = plan.num_coords, plan.num_criteria, plan.scope_size
+    if s_init.shape != (n,) or terms.theta_hat.shape[:2] != (k, m):
+        raise ValueError(f"solver 'dp': the plan is for n = {n}, k = {k}, m = {m}; got state "
+                         f"{s_init.shape} and estimates {terms.theta_hat.shape}")
+    dtype = s_init.dtype
+    index = jnp.asarray(plan.index)
+    bits = jnp.asarray(_bits(m), dtype)  # (2^m, m)
+
+    def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
+        phi = jnp.where(free[idx], bits, s_init[idx])
+        return lcb_terms(jnp.where(smask, phi, 0.0), th, iv, bt)
+
+    tables = jax.vmap(table)(index, jnp.asarray(plan.mask), terms.theta_hat, terms.inv,
+                             terms.beta)  # (k, 2^m)
+    placed = jnp.take_along_axis(tables, jnp.asarray(plan.term), axis=1)  # (k, 2^W)
+    placed = jnp.concatenate([placed, jnp.zeros((1, placed.shape[1]), dtype)])
+    buckets = jnp.sum(placed[jnp.asarray(plan.crit)], axis=1)  # (n, 2^W), fixed summation order
+    buckets = jnp.concatenate([buckets, jnp.zeros((1, buckets.shape[1]), dtype)])  # row n: roots
+
+    def eliminate(tab, step):
+        v, p, gather = step
+        message = jnp.min(tab[v].reshape(-1, 2), axis=1)  # min over x_v (slot 0)
+        return tab.at[p].add(message[gather]), None
+
+    order = plan.order
+    tab, _ = jax.lax.scan(eliminate, buckets, (jnp.asarray(order), jnp.asarray(plan.parent[order]),
+                                               jnp.asarray(plan.msg[order])))
+    best = tab[n, 0]
+    tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
+    weights = jnp.asarray(1 << np.arange(plan.width), jnp.int32)
+
+    def assign(carry, step):  # the separator of v is assigned already
+        x, reached = carry
+        v, sep = step
+        r = jnp.sum(x[sep] * weights)
+        gain = jnp.maximum(tab[v, 2 * r] - tab[v, 2 * r + 1], 0.0)  # cost of x_v = 0
+        zero = reached + gain <= best + tol
+        x = x.at[v].set(jnp.where(zero, 0, 1))
+        return (x, jnp.where(zero, reached + gain, reached)), None
+
+    down = plan.backtrack
+    x0 = jnp.zeros((n + 1,), jnp.int32)
+    (x, _), _ = jax.lax.scan(assign, (x0, best),
+                             (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))
+    s = jnp.where(free, x[:n].astype(dtype), s_init)
+    return s, objective.value(s), jnp.zeros((), dtype)

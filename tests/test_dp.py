@@ -1,0 +1,233 @@
+"""The DP solver (gsjax/dp.py) against brute-force enumeration, and whole runs against 'vertex'.
+
+The reference enumerates every vertex of the free coordinates in float64 NumPy, with the tie
+rule of gsjax/lcb.py written out: vertex ``p`` puts bit ``j`` of ``p`` on the ``j``-th free
+coordinate, and the lowest ``p`` among the values within ``64 eps max(1, |min|)`` wins.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gsjax import dp, experiment, graphs, lcb
+from gsjax import problem as P
+from gsjax.algorithms import AgentSpec, make
+from gsjax.config import ConfigError, parse_config
+
+
+def _ring(n):
+    return graphs.chain_edges(n) + [(n - 1, 0)]
+
+
+def _tree(n, seed):
+    rng = np.random.default_rng(seed)
+    return [(int(rng.integers(0, v)), v) for v in range(1, n)]
+
+
+FAMILIES = {
+    "chain9": (9, graphs.chain_edges(9)),
+    "ring12": (12, _ring(12)),
+    "tree14": (14, _tree(14, 3)),
+    "grid3x4": (12, graphs.grid_edges(3, 4)),
+    "grid4x4": (16, graphs.grid_edges(4, 4)),
+    "random13": (13, graphs.random_bounded_degree_edges(13, 3, 16, 2)),
+}
+
+
+def _setup(name):
+    n, edges = FAMILIES[name]
+    scopes = graphs.graph_scopes(n, edges)
+    structure = P.make_structure(scopes, "linear", "independent")
+    return scopes, structure
+
+
+def _terms(rng, scopes, kind):
+    """Per-criterion estimates, inverses and radii: random, or built to tie."""
+    k, m = scopes.index.shape
+    if kind == "random":
+        theta = rng.normal(size=(k, m))
+        a = rng.normal(size=(k, m, m))
+        inv = a @ a.transpose(0, 2, 1) / m + 0.1 * np.eye(m)
+        beta = rng.uniform(0.0, 2.0, k)
+    elif kind == "ties":  # a linear LCB with small-integer coefficients: exact ties abound
+        theta = rng.integers(-1, 2, size=(k, m)) * 0.5
+        inv, beta = np.broadcast_to(np.eye(m), (k, m, m)).copy(), np.zeros(k)
+    else:  # "rounding": coefficients 0.1 + 0.2 - 0.3 tie in exact arithmetic only
+        theta = rng.choice([0.1, 0.2, -0.3, 0.0], size=(k, m))
+        inv, beta = np.broadcast_to(np.eye(m), (k, m, m)).copy(), np.zeros(k)
+    return np.where(scopes.mask, theta, 0.0), inv, beta
+
+
+def _brute_force(scopes, theta, inv, beta, s_init, free, eps):
+    """(s, value) of the lowest-index vertex within the tolerance, all in float64 NumPy."""
+    n = scopes.num_coords
+    where = np.flatnonzero(free)
+    p = np.arange(2 ** len(where))
+    verts = np.broadcast_to(s_init, (len(p), n)).copy()
+    verts[:, where] = (p[:, None] >> np.arange(len(where))[None, :]) & 1
+    phi = np.where(scopes.mask, verts[:, scopes.index], 0.0)  # (P, k, m)
+    q = np.einsum("pki,kij,pkj->pk", phi, inv, phi)
+    values = (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 1e-12))).sum(-1)
+    low = values.min()
+    best = int(np.argmax(values <= low + 64 * eps * max(1.0, abs(low))))
+    return verts[best], values[best], low
+
+
+def _solve(solver, structure, problem, plan, theta, inv, beta, s_init, free, dtype):
+    arrays = [jnp.asarray(x, dtype) for x in (theta, inv, beta, s_init)]
+    objective = lcb.node_objective(structure, problem, *arrays[:3])
+    if solver == "dp":
+        out = jax.jit(lambda: dp.minimise(plan, objective, arrays[3], jnp.asarray(free)))()
+    else:
+        out = jax.jit(lambda: lcb.minimise_vertices(objective, arrays[3], jnp.asarray(free)))()
+    return np.asarray(out[0], np.float64), float(out[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", ["random", "ties", "rounding"])
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_matches_brute_force(name, kind, dtype):
+    scopes, structure = _setup(name)
+    plan = dp.make_plan(scopes)
+    rng = np.random.default_rng(zlib.crc32(f"{name}-{kind}".encode()))
+    n = scopes.num_coords
+    with jax.enable_x64(dtype == "float64"):
+        problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=getattr(jnp, dtype))
+        eps = float(jnp.finfo(dtype).eps)
+        for trial in range(3):
+            theta, inv, beta = _terms(rng, scopes, kind)
+            s_init = rng.uniform(size=n)
+            free = np.ones(n, bool) if trial == 0 else rng.uniform(size=n) < 0.6
+            if dtype == "float32":  # the reference sees what the solver sees
+                theta, inv, beta, s_init = (np.float32(x).astype(np.float64)
+                                            for x in (theta, inv, beta, s_init))
+            args = (structure, problem, plan, theta, inv, beta, s_init, free, dtype)
+            s, value = _solve("dp", *args)
+            ref_s, _, low = _brute_force(scopes, theta, inv, beta, s_init, free, eps)
+            np.testing.assert_array_equal(s[~free], s_init[~free])
+            _, got, _ = _brute_force(scopes, theta, inv, beta, s, np.zeros(n, bool), eps)
+            assert got <= low + 1e-5 * max(1.0, abs(low))  # a minimiser
+            assert abs(value - got) <= 1e-5 * max(1.0, abs(got))  # its value is reported
+            if dtype == "float64" or kind == "ties":  # float32 rounding may split near-ties
+                np.testing.assert_array_equal(s, ref_s)
+            # the vertex enumerator, in the same dtype: identical answers
+            np.testing.assert_array_equal(s, _solve("vertex", *args)[0])
+
+
+def test_vmaps_over_seeds():
+    scopes, structure = _setup("grid3x4")
+    plan, rng = dp.make_plan(scopes), np.random.default_rng(7)
+    problem = P.make_problem(jax.random.key(0), structure, scopes)
+    batch = [_terms(rng, scopes, "random") for _ in range(5)]
+    theta, inv, beta = (jnp.asarray(np.stack(x), jnp.float32) for x in zip(*batch))
+    s_init = jnp.asarray(rng.uniform(size=(5, 12)), jnp.float32)
+    free = jnp.asarray(rng.uniform(size=(5, 12)) < 0.7)
+
+    def one(th, iv, bt, s0, fr):
+        objective = lcb.node_objective(structure, problem, th, iv, bt)
+        return dp.minimise(plan, objective, s0, fr)[0]
+
+    batched = jax.jit(jax.vmap(one))(theta, inv, beta, s_init, free)
+    for i in range(5):
+        single = jax.jit(one)(theta[i], inv[i], beta[i], s_init[i], free[i])
+        np.testing.assert_array_equal(batched[i], single)
+
+
+def test_limits_and_cap():
+    # the square of a path has treewidth 2, that of a cycle 4 (closed neighbourhoods)
+    chain = graphs.graph_scopes(30, graphs.chain_edges(30))
+    ring = graphs.graph_scopes(30, _ring(30))
+    assert dp.limits(chain) == (2, 8, 30 * 8)
+    assert dp.limits(ring) == (4, 32, 30 * 32)
+    assert dp.make_plan(ring).width == 4
+    with pytest.raises(ValueError, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"):
+        dp.make_plan(ring, max_table=16)
+    with pytest.raises(ValueError, match="elimination width >= 4"):
+        dp.limits(ring, max_table=31)
+    with pytest.raises(ValueError, match="max_table: must be an integer >= 2"):
+        dp.make_plan(ring, max_table=1.5)
+    assert dp.make_plan(ring, max_table=32).width == 4
+    assert dp.make_plan(ring) == dp.make_plan(ring) and hash(dp.make_plan(ring)) == hash(
+        dp.make_plan(ring))
+    assert dp.make_plan(ring) != dp.make_plan(chain)
+    # a star of pairwise scopes numbered from its centre: the tie-rule order must eliminate
+    # the centre first (width 19), plain min-fill the leaves (width 1)
+    star = graphs.scopes_from_rows([[0, v] for v in range(1, 20)], 20)
+    assert dp.limits(star, exact_ties=False).width == 1
+    assert dp.limits(star, max_table=2 ** 20).width == 19
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES) + ["edge_tree14"])
+def test_min_fill_plan_finds_the_minimum(x64, name):
+    """``exact_ties=False``: the minimum of the brute force (the minimiser may differ)."""
+    if name == "edge_tree14":
+        scopes = graphs.scopes_from_rows([list(e) for e in _tree(14, 5)], 14)
+        structure = P.make_structure(scopes, "linear", "independent")
+    else:
+        scopes, structure = _setup(name)
+    plan = dp.make_plan(scopes, exact_ties=False)
+    rng, n = np.random.default_rng(zlib.crc32(name.encode())), scopes.num_coords
+    problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=jnp.float64)
+    for kind in ("random", "ties"):
+        theta, inv, beta = _terms(rng, scopes, kind)
+        s_init, free = rng.uniform(size=n), rng.uniform(size=n) < 0.7
+        s, value = _solve("dp", structure, problem, plan, theta, inv, beta, s_init, free,
+                          "float64")
+        _, _, low = _brute_force(scopes, theta, inv, beta, s_init, free, 2.0 ** -52)
+        _, got, _ = _brute_force(scopes, theta, inv, beta, s, np.zeros(n, bool), 2.0 ** -52)
+        assert got <= low + 1e-12 * max(1.0, abs(low))
+        assert abs(value - got) <= 1e-12 * max(1.0, abs(got))
+        np.testing.assert_array_equal(s[~free], s_init[~free])
+
+
+def test_refuses_what_it_cannot_solve():
+    scopes, structure = _setup("ring12")
+    with pytest.raises(ValueError, match="spec.dp_plan"):
+        make("lazy", structure, AgentSpec(solver="dp"))
+    with pytest.raises(ValueError, match="per-criterion linear features"):
+        make("lazy", P.make_structure(scopes, "quadratic", "independent"),
+             AgentSpec(solver="dp", dp_plan=dp.make_plan(scopes)))
+    with pytest.raises(ValueError, match="per-criterion linear features"):
+        make("adaptive_lazy", structure, AgentSpec(solver="dp", dp_plan=dp.make_plan(scopes)))
+
+
+def _config(graph, solver, dtype="float32"):
+    problem = {"structure": "graph", "features": "linear", "theta": {"distribution": "normal",
+               "scale": 0.5, "seed": 4, "per_seed": True}, "noise": {"sigma": 0.3}}
+    problem.update(graph)
+    raw = {"name": "dp_vs_vertex", "seeds": 4, "horizon": 150, "record_every": 50,
+           "dtype": dtype, "problem": problem, "agent": {"solver": solver, "beta": 0.6},
+           "algorithms": {"linucb": {}, "lazy": {}, "async_lazy": {}}}
+    return parse_config(raw)
+
+
+GRAPHS = {"ring8": {"graph": "edges", "num_nodes": 8, "edges": _ring(8)},
+          "grid3x4": {"graph": "grid", "grid_shape": [3, 4]}}
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_whole_runs_equal_vertex(graph):
+    runs = {s: experiment.run_experiment(_config(GRAPHS[graph], s)) for s in ("vertex", "dp")}
+    for name in ("linucb", "lazy", "async_lazy"):
+        a, b = runs["vertex"].runs[name], runs["dp"].runs[name]
+        for field in a.totals._fields:
+            np.testing.assert_array_equal(getattr(a.totals, field), getattr(b.totals, field),
+                                          err_msg=f"{graph} {name} totals.{field}")
+        for field in a.records._fields:
+            np.testing.assert_array_equal(getattr(a.records, field), getattr(b.records, field),
+                                          err_msg=f"{graph} {name} records.{field}")
+        assert int(np.sum(a.totals.updates)) > 0
+
+
+def test_config_refuses_wide_tables():
+    raw = _config({"graph": "grid", "grid_shape": [3, 4]}, "dp")
+    built = experiment.build(raw)
+    assert all(ba.spec.dp_plan is not None for ba in built.algorithms)
+    wide = _config({"graph": "complete", "num_nodes": 17}, "dp")
+    with pytest.raises(ConfigError, match="algorithms.linucb.solver.*elimination width >= 16"):
+        experiment.build(wide)
