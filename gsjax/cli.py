@@ -1,5 +1,5 @@
-"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``tuner`` and ``tune`` (bandit
-and ``kind = "oco"`` configs alike; :mod:`gsjax.__main__` adds ``reproduce``).
+"""Command line: ``gsjax run``, ``check``, ``plot``, ``merge``, ``list``, ``tuner`` and ``tune``
+(bandit and ``kind = "oco"`` configs alike; :mod:`gsjax.__main__` adds ``reproduce``).
 
 User errors (a bad config, a missing file) print one line ``error: FIELD: MESSAGE`` and exit
 with status 2, without a traceback.
@@ -8,12 +8,25 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 import time
 from pathlib import Path
 
-from gsjax import experiment, plotting, results, tune, tuner_cli
-from gsjax.config import ConfigError, find_config, load_config, parse_config
+import numpy as np
+
+from gsjax import __version__, checkpoint, experiment, plotting, results, tune, tuner_cli
+from gsjax.config import (
+    ConfigError,
+    builtin_config_dir,
+    config_hash,
+    dict_hash,
+    find_config,
+    load_config,
+    parse_config,
+    read_toml,
+)
 from gsjax.oco import experiment as oco_experiment
 from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
 
@@ -68,7 +81,58 @@ def progress_reporter(stream=None):
     return factory
 
 
+def _folder_seed_start(folder: Path) -> int:
+    """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
+    ``summary.json``, else 0."""
+    try:
+        if (folder / checkpoint.FILENAME).is_file():
+            with np.load(folder / checkpoint.FILENAME) as z:
+                return int(json.loads(str(z["meta"]))["seed_start"])
+        if (folder / "summary.json").is_file():
+            meta = results.read_json(folder / "summary.json")["meta"]
+            return int(meta.get("seed_start", meta["seed_ids"][0]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        pass  # unreadable: the run's own checks report the file
+    return 0
+
+
+def _finished_run(folder: Path) -> dict | None:
+    """The ``summary.json`` of a finished run in ``folder`` (no checkpoint left), else None;
+    ``{}`` when the summary cannot be read."""
+    if not (folder / "summary.json").is_file() or (folder / checkpoint.FILENAME).exists():
+        return None
+    try:
+        return results.read_json(folder / "summary.json")
+    except (OSError, ValueError):
+        return {}
+
+
+def _guard_out(out: Path, digest: str, force: bool, log) -> None:
+    """Refuse to overwrite a finished run of another config in ``out`` (one ``--out`` line);
+    with ``force``, delete the run files already there first."""
+    if force:
+        removed = experiment.remove_run(out)
+        if removed:
+            log(f"--force: deleted {', '.join(p.name for p in removed)} from {out}")
+        return
+    summary = _finished_run(out)
+    if summary is None:
+        return
+    try:
+        old = dict_hash(results.read_json(out / "config.json"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        old = "unreadable config.json"
+    if old == digest:
+        return  # the same config again: it runs anew over its own folder
+    name = summary.get("meta", {}).get("name", "?") if isinstance(summary, dict) else "?"
+    raise ConfigError("--out", f"{out} holds a finished run of another config ({name!r}, config "
+                               f"hash {old[:12]}; this run: {digest[:12]}); refusing to "
+                               "overwrite it: use another --out, or add --force to delete its "
+                               "files first")
+
+
 def _cmd_run(args) -> int:
+    log = (lambda *a, **k: None) if args.quiet else print
     overrides = list(args.set or [])
     if args.seeds is not None:
         overrides.append(f"seeds={args.seeds}")
@@ -81,14 +145,25 @@ def _cmd_run(args) -> int:
         if overrides:
             raise ConfigError("--resume",
                               "resumes the folder's own config; drop --set/--seeds/--horizon")
-        raw = results.read_json(resolved)
         args.out = Path(args.resume)
+        if _finished_run(args.out) is not None:
+            log(f"{args.out}: the run is complete (summary.json, no checkpoint); nothing to "
+                "resume")
+            return 0
+        folder_start = _folder_seed_start(args.out)
+        if args.seed_start not in (None, folder_start):
+            raise ConfigError("--seed-start", f"{args.out} runs from seed {folder_start}; "
+                                              f"got {args.seed_start} (drop --seed-start)")
+        args.seed_start = folder_start
+        raw = results.read_json(resolved)
         oco = raw.get("kind") == "oco"
         cfg = parse_oco_config(raw) if oco else parse_config(raw)
     else:
         path = find_config(args.config)
         oco = config_kind(path) == "oco"  # Section 6 (full-information OCO): gsjax.oco
         cfg = load_oco_config(path, overrides) if oco else load_config(path, overrides)
+    if args.seed_start is None:
+        args.seed_start = 0
     if args.seed_start < 0:
         raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
     if oco:
@@ -100,10 +175,31 @@ def _cmd_run(args) -> int:
                                        or args.chunk % every):
             raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
                               f"of record_every ({every}); got {args.chunk}")
+    out = args.out or Path("runs") / cfg.name
+    if args.resume is None:
+        _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
+                   log)
     run = oco_experiment.run_and_write if oco else experiment.run_config
-    run(cfg, args.out or Path("runs") / cfg.name,
-        log=(lambda *a, **k: None) if args.quiet else print, seed_start=args.seed_start,
-        chunk_rounds=args.chunk, progress=None if args.quiet else progress_reporter())
+    run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
+        progress=None if args.quiet else progress_reporter())
+    return 0
+
+
+def _one_line(text: str, width: int) -> str:
+    """The first sentence of ``text`` on one line, cut at a word to ``width`` characters."""
+    text = " ".join(text.split())
+    first = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    if len(first) <= width:
+        return first
+    return first[:width - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+
+
+def _cmd_list(args) -> int:
+    paths = sorted(builtin_config_dir().glob("*.toml"))
+    width = max((len(p.stem) for p in paths), default=0)
+    for p in paths:
+        about = _one_line(str(read_toml(p).get("description", "")), max(40, 98 - width))
+        print(f"{p.stem:<{width}s}  {about}")
     return 0
 
 
@@ -149,6 +245,7 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
         prog="gsjax",
         description="Graph-structured continuous-state linear bandits with movement costs.",
     )
+    p.add_argument("--version", action="version", version=f"gsjax {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run one experiment config")
@@ -166,9 +263,17 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
     r.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default: at most 20 chunks); progress is "
                         "reported after each")
-    r.add_argument("--seed-start", type=int, default=0,
-                   help="global id of the first seed (split a sweep over hosts; see merge)")
+    r.add_argument("--seed-start", type=int, default=None,
+                   help="global id of the first seed (default 0; split a sweep over hosts, see "
+                        "merge); --resume keeps the folder's")
+    r.add_argument("--force", action="store_true",
+                   help="delete the run files already in the output folder (config, summary, "
+                        "arrays, figures, checkpoint) first; without it a finished run of "
+                        "another config there is refused")
     r.set_defaults(func=_cmd_run)
+
+    ls = sub.add_parser("list", help="list the built-in configs with their descriptions")
+    ls.set_defaults(func=_cmd_list)
 
     m = sub.add_parser("merge", help="combine run folders over disjoint seed ranges into one")
     m.add_argument("out", type=Path, help="output folder")

@@ -59,6 +59,7 @@ __all__ = [
     "run_sweeps",
     "run_folder",
     "write_folder",
+    "remove_run",
     "run_config",
     "write_results",
 ]
@@ -592,7 +593,27 @@ def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log
         summary["meta"]["figures"] = [p.name for p in plot(out)]
     results.write_json(out / "summary.json", summary)
     log(f"wrote {out}/summary.json")
+    if summary["meta"].get("figures"):
+        log(f"figures: {', '.join(str(out / f) for f in summary['meta']['figures'])}")
     return summary
+
+
+def remove_run(folder) -> list[Path]:
+    """Delete the files a run wrote in ``folder`` (``config.json``, ``summary.json``,
+    ``arrays.npz``, the figures its summary names, the checkpoint); other files stay. Returns
+    the paths deleted."""
+    out = Path(folder)
+    try:
+        figures = [Path(f).name for f in read_json(out / "summary.json")["meta"]["figures"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        figures = []
+    removed = []
+    for name in (checkpoint.FILENAME, "summary.json", "arrays.npz", *figures, "config.json"):
+        path = out / name
+        if path.is_file():
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
