@@ -240,3 +240,76 @@ def test_reproduce_runs_the_long_experiments_only_when_asked(tmp_path, monkeypat
     assert gsjax_main(["reproduce", "--long", "--out", str(tmp_path / "c")]) == 0
     assert [c[0] for c in calls] == ["gsjax.paper.adaptive_graph", "gsjax.paper.large_graphs"]
     assert not any(c[2] for c in calls)
+
+
+def _files(folder):
+    """``{name: bytes}`` of the files in ``folder``."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_finished_run_of_another_config_is_refused_and_force_clears_it(tmp_path, capsys):
+    """Issue 18 item 1: another config over a finished folder is one ``--out`` line and exit 2,
+    every file untouched; ``--force`` deletes the old run's files (those its summary names
+    included, nothing else) and runs; the same config over its own folder runs again."""
+    cfg_path = _write(tmp_path, TINY)
+    out = tmp_path / "o"
+    assert cli.main(["run", str(cfg_path), "--out", str(out), "--quiet"]) == 0
+    # A figure the old run drew that the new one would not: --force must not leave it behind.
+    summary = json.loads((out / "summary.json").read_text())
+    summary["meta"]["figures"].append("old_only.png")
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "old_only.png").write_bytes(b"old")
+    (out / "notes.txt").write_text("the user's own file")
+    before = _files(out)
+    capsys.readouterr()
+    assert cli.main(["run", str(cfg_path), "--out", str(out), "--set", "horizon=6"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err.startswith("error: --out: ") and cap.err.count("\n") == 1
+    assert "--force" in cap.err
+    assert _files(out) == before
+
+    assert cli.main(["run", str(cfg_path), "--out", str(out), "--set", "horizon=6",
+                     "--force"]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["horizon"] == 6
+    assert np.load(out / "arrays.npz")["rounds"].tolist() == [3, 6]
+    figures = json.loads((out / "summary.json").read_text())["meta"]["figures"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["config.json", "summary.json", "arrays.npz", "notes.txt", *figures])
+    # The end of the run names every figure it wrote.
+    assert figures and all(str(out / f) in printed for f in figures)
+
+    # The same config over its own finished folder: it runs again (no refusal, same numbers).
+    first = np.load(out / "arrays.npz")
+    assert cli.main(["run", str(cfg_path), "--out", str(out), "--set", "horizon=6",
+                     "--quiet"]) == 0
+    again = np.load(out / "arrays.npz")
+    for key in first.files:
+        np.testing.assert_array_equal(first[key], again[key], err_msg=key)
+
+
+def test_version_and_list(capsys):
+    """Issue 18 item 8: ``--version`` prints the version of pyproject.toml; ``list`` prints every
+    built-in config with the start of its TOML description."""
+    import tomllib
+
+    from gsjax.config import builtin_config_dir
+
+    with pytest.raises(SystemExit) as e:
+        gsjax_main(["--version"])
+    assert e.value.code == 0
+    with open(REPO / "pyproject.toml", "rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    assert capsys.readouterr().out.strip() == f"gsjax {version}"
+
+    assert gsjax_main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    paths = sorted(builtin_config_dir().glob("*.toml"))
+    assert len(lines) == len(paths) > 0
+    for line, path in zip(lines, paths):
+        with open(path, "rb") as f:
+            words = tomllib.load(f)["description"].split()
+        assert line.split()[0] == path.stem
+        assert " ".join(words[:4]) in " ".join(line.split()[1:]), line
+        assert len(line) <= 100

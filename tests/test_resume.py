@@ -191,3 +191,65 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys):
+    """Issue 18 item 4: ``--resume`` on a finished folder prints one line and exits 0 without
+    running anything (every file keeps its bytes and its modification time)."""
+    from gsjax import cli
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG.replace("horizon = 600", "horizon = 20")
+                   .replace("[algorithms.linucb]\n", "").replace("[algorithms.async_lazy]\n", "")
+                   .replace('solver = "pgd"', 'solver = "vertex"'))
+    out = tmp_path / "o"
+    assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and cap.out.count("\n") == 1 and "complete" in cap.out
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
+
+
+def test_resume_keeps_the_folders_seed_start(tmp_path, capsys):
+    """Issue 18 item 12: a run of global seeds 2-7 interrupted part-way resumes with
+    ``--resume DIR`` (no ``--seed-start``) over seeds 2-7, to the uninterrupted run's arrays;
+    another ``--seed-start`` is a one-line error that keeps the checkpoint."""
+    import pytest
+
+    from gsjax import checkpoint, cli, experiment
+    from gsjax.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
+                    .replace("[algorithms.async_lazy]\n", "")
+                    .replace('solver = "pgd"', 'solver = "vertex"'))
+    cfg = load_config(path)
+    quiet = lambda *a, **k: None  # noqa: E731
+    experiment.run_config(cfg, tmp_path / "ref", log=quiet, figures=False, chunk_rounds=20,
+                          seed_start=2)
+
+    def stop(name, horizon, seeds):
+        def update(done, total):
+            if name == "lazy" and done == 20:
+                raise KeyboardInterrupt
+        return update
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_config(cfg, out, log=quiet, figures=False, chunk_rounds=20, progress=stop,
+                              seed_start=2)
+    assert checkpoint.load(out)["seed_start"] == 2
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out), "--seed-start", "0", "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith("error: --seed-start: ")
+    assert (out / checkpoint.FILENAME).exists()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "20", "--quiet"]) == 0
+    assert not (out / checkpoint.FILENAME).exists()
+    with np.load(tmp_path / "ref" / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
+        assert a["seed_ids"].tolist() == list(range(2, 8))
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert json.loads((out / "summary.json").read_text())["meta"]["seed_ids"] == [2, 8]
