@@ -8,6 +8,7 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import re
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax import __version__, checkpoint, experiment, plotting, results, tune, tuner_cli
+from gsjax import checkpoint, experiment, plotting, results, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -238,6 +239,14 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed package's version (``gsjax.__version__``, which no module may import)."""
+    try:
+        return importlib.metadata.version("gsjax")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser(extra=()) -> argparse.ArgumentParser:
     """The ``gsjax`` parser; each of ``extra`` is an ``add_parser(subparsers)`` of a layer above
     (the paper's ``reproduce``, added by :mod:`gsjax.__main__`)."""
@@ -245,7 +254,7 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
         prog="gsjax",
         description="Graph-structured continuous-state linear bandits with movement costs.",
     )
-    p.add_argument("--version", action="version", version=f"gsjax {__version__}")
+    p.add_argument("--version", action="version", version=f"gsjax {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run one experiment config")
