@@ -125,7 +125,8 @@ def _guard_out(out: Path, digest: str, force: bool, log) -> None:
         old = "unreadable config.json"
     if old == digest:
         return  # the same config again: it runs anew over its own folder
-    name = summary.get("meta", {}).get("name", "?") if isinstance(summary, dict) else "?"
+    meta = summary.get("meta") if isinstance(summary, dict) else None
+    name = meta.get("name", "?") if isinstance(meta, dict) else "?"
     raise ConfigError("--out", f"{out} holds a finished run of another config ({name!r}, config "
                                f"hash {old[:12]}; this run: {digest[:12]}); refusing to "
                                "overwrite it: use another --out, or add --force to delete its "
