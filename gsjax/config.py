@@ -14,7 +14,7 @@ TOML layout (defaults in parentheses)::
     description = ""                # ("")
     seeds = 10                      # int >= 1 (10)
     horizon = 300                   # int >= 1 (300)
-    root_seed = 0                   # int >= 0 (0)
+    root_seed = 0                   # int in [0, SEED_MAX] (0)
     dtype = "float32"               # "float32" | "float64" ("float32")
     record_every = 1                # int >= 1 (auto: smallest divisor of horizon
                                     #   that keeps at most MAX_RECORDS records)
@@ -54,6 +54,11 @@ TOML layout (defaults in parentheses)::
     [relaxed]                       # optional: the differentiable mode of
     temperature = 0.05              # gsjax tune (RelaxedConfig); gsjax run ignores it
 
+Every int field is at most ``INT32_MAX`` (rounds, counts and sizes are int32 in the run);
+the seeds of JAX keys (``root_seed``, ``problem.theta.seed``, ``classifier_seed``) at most
+``SEED_MAX`` (``jax.random.key`` keeps a uint32: larger seeds would wrap silently), and so are
+the run's seed ids (:func:`check_seed_range`).
+
 Only the standard library and pydantic are imported here (no JAX): command-line tools can
 validate a file cheaply. :mod:`gsjax.oco.config` reuses the machinery.
 """
@@ -80,11 +85,11 @@ __all__ = [
     "ALGORITHM_NAMES", "AdaptiveAgentConfig", "AdultConfig", "AdultProblem", "AgentConfig",
     "AlgorithmEntry", "BlocksProblem", "ConfigError", "EdgesGraph", "ExperimentConfig",
     "FactorConfig", "FactorProblem", "FactorSpec", "GRID_FIELDS", "GraphProblem", "GridGraph",
-    "MAX_RECORDS", "NoiseConfig", "ProblemConfig", "RandomGraph", "RelaxedConfig",
-    "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem", "apply_overrides",
-    "builtin_config_dir", "config_dirs", "config_hash", "config_to_dict", "dict_hash",
-    "default_record_every", "find_config", "load_config", "num_coords", "num_criteria",
-    "parse_config", "read_toml", "register_algorithm_name",
+    "INT32_MAX", "MAX_RECORDS", "NoiseConfig", "ProblemConfig", "RandomGraph", "RelaxedConfig",
+    "SEED_MAX", "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem", "apply_overrides",
+    "builtin_config_dir", "check_seed_range", "config_dirs", "config_hash", "config_to_dict",
+    "dict_hash", "default_record_every", "find_config", "load_config", "num_coords",
+    "num_criteria", "parse_config", "read_toml", "register_algorithm_name",
 ]
 
 
@@ -176,8 +181,15 @@ def _validate(adapter: Any, data: Any, path=_dotted, at: tuple | None = None):
 # --- Declarative building blocks ----------------------------------------------------------
 
 
-def Int(ge: int | None = None):  # noqa: N802 (a type)
-    return Annotated[int, Strict(), Field(ge=ge)]
+INT32_MAX = 2 ** 31 - 1  # the largest int field: the run keeps rounds and counts in int32
+SEED_MAX = 2 ** 32 - 1  # the largest seed: jax.random.key and the seed ids are uint32
+
+
+def Int(ge: int | None = None, le: int | None = INT32_MAX):  # noqa: N802 (a type)
+    return Annotated[int, Strict(), Field(ge=ge, le=le)]
+
+
+Seed = Int(0, SEED_MAX)  # a JAX key's seed
 
 
 def Float(**bounds: float):  # noqa: N802
@@ -303,7 +315,7 @@ class ThetaConfig(_Record):
     distribution: Literal["explicit", "normal", "uniform", "signal"] = "normal"
     values: tuple[tuple[Float(), ...], ...] | None = None  # 'explicit': one row per criterion
     scale: Float(gt=0.0) = 1.0  # of the random distributions
-    seed: Int(0) = 0  # the key theta is drawn with
+    seed: Seed = 0  # the key theta is drawn with
     per_seed: Bool = False  # redraw theta for every experiment seed
 
     def _check(self) -> None:
@@ -447,7 +459,7 @@ class GraphProblem(ProblemConfig):
     structure: Literal["graph"] = "graph"
     graph: Literal[_GRAPH_KINDS]
     num_nodes: Int(1) | None = None  # required except for 'grid'
-    graph_seed: Int(0) = 0
+    graph_seed: Int(0, le=None) = 0  # NumPy seed (any size)
     edges: tuple[tuple[Int(), ...], ...] | None = None
     grid_shape: tuple[Int(1), ...] | None = None  # [rows, cols]
     max_degree: Int(1) | None = None
@@ -503,7 +515,7 @@ class AdultConfig(_Record):
     # 'plain': the batch's |TPR_m - TPR_f|; 'signed': unbiased TPR_m - TPR_f; 'split': the sign
     # of one half-batch's estimate times the other half's
     gap_estimator: Literal["plain", "signed", "split"] = "plain"
-    classifier_seed: Int(0) = 0  # key of the logistic regression's starting weights
+    classifier_seed: Seed = 0  # key of the logistic regression's starting weights
     classifier_steps: Int(1) = 200  # L-BFGS iterations
     classifier_l2: Float(ge=0.0) = 1e-4  # L2 penalty on the weights
     raw_data: Name | None = None  # folder of adult.data, adult.test to parse (None: shipped file)
@@ -561,7 +573,7 @@ class FactorConfig(_Record):
     layout: Literal["clique", "explicit"] = "clique"
     factors: Annotated[tuple[FactorSpec, ...], _NONEMPTY] | None = None  # 'explicit' only
     mixing: Literal["orthogonal", "scaled", "identity"] = "orthogonal"  # node-specific features
-    mixing_seed: Int(0) = 0  # NumPy seed of the mixing matrices
+    mixing_seed: Int(0, le=None) = 0  # NumPy seed (any size) of the mixing matrices
 
     def _check(self) -> None:
         if (self.layout == "clique") != (self.factors is None):
@@ -682,6 +694,8 @@ class AgentConfig(_Record):
     reference: Literal["global", "own"] = "global"
     trigger_ratio: Float(gt=1.0) = 2.0  # determinant-ratio update trigger
     refresh_every: Int(1) = 1  # refresh period in rounds
+    dp_max_table: Int(2) = 2 ** 16  # solver 'dp': most entries of one table, 2^(width + 1)
+    dp_exact_ties: Bool = True  # solver 'dp': the vertex enumerator's tie rule (False: min-fill)
     _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
         "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
         "not in [agent])"))
@@ -805,7 +819,7 @@ class ExperimentConfig(_Record):
     description: Str = ""
     seeds: Int(1) = 10
     horizon: Int(1) = 300
-    root_seed: Int(0) = 0
+    root_seed: Seed = 0
     dtype: Literal["float32", "float64"] = "float32"
     record_every: Int(1) = 1  # parse_config's default: default_record_every(horizon)
     problem: Problem
@@ -932,6 +946,16 @@ def parse_config(raw: dict, overrides: Sequence[str] = ()) -> ExperimentConfig:
     data["algorithms"] = [{"name": name, "algorithm": algorithm, "agent": {**shared, **table}}
                           for name, algorithm, table in tables]
     return _validate(ExperimentConfig.__pydantic_validator__, data, _toml_path(tables))
+
+
+def check_seed_range(seeds: int, seed_start: int, field: str = "--seed-start") -> None:
+    """ConfigError at ``field`` unless the seed ids ``seed_start .. seed_start + seeds - 1``
+    are in ``[0, SEED_MAX]`` (the runner casts them to uint32)."""
+    if seed_start < 0:
+        raise ConfigError(field, f"must be >= 0, got {seed_start}")
+    if seed_start + seeds - 1 > SEED_MAX:
+        raise ConfigError(field, f"seed ids {seed_start}..{seed_start + seeds - 1} exceed "
+                                 f"{SEED_MAX} (uint32); need {field} <= {SEED_MAX + 1 - seeds}")
 
 
 MAX_RECORDS = 1000

@@ -176,7 +176,9 @@ def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry) -> AgentSpec:
     """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`); a ConfigError on the solver
     when the DP does not apply or its tables would be too wide."""
     try:
-        spec = dataclasses.replace(spec, dp_plan=dp.make_plan(scopes))
+        ac = entry.agent
+        plan = dp.make_plan(scopes, max_table=ac.dp_max_table, exact_ties=ac.dp_exact_ties)
+        spec = dataclasses.replace(spec, dp_plan=plan)
         check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
     except ValueError as err:
         raise ConfigError(f"algorithms.{entry.name}.solver", str(err)) from None

@@ -8,7 +8,10 @@ import json
 import math
 import pickle
 import tomllib
+import typing
 
+import jax
+import numpy as np
 import pytest
 
 from gsjax import config as C
@@ -813,3 +816,136 @@ def test_records_built_in_python_still_need_their_kinds_keys(kwargs):
     cls = C.BlocksProblem if "block_dim" in kwargs else C.GraphProblem
     with pytest.raises(ValueError, match="required for problem"):
         cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Range checks: int fields fit the run's int32, seeds a JAX key's uint32
+# ---------------------------------------------------------------------------
+
+I32, U32 = int(np.iinfo(np.int32).max), int(np.iinfo(np.uint32).max)
+
+
+def test_bounds_are_the_machine_types():
+    assert (C.INT32_MAX, C.SEED_MAX) == (I32, U32)
+    # why seeds stop at 2^32 - 1: a larger seed wraps silently onto another key
+    with jax.enable_x64(False):
+        data = [np.asarray(jax.random.key_data(jax.random.key(s))) for s in (0, U32 + 1)]
+    np.testing.assert_array_equal(*data)
+
+
+def _adaptive(raw):
+    raw["algorithms"]["adaptive"] = {"algorithm": "adaptive_lazy", "warmup": I32 + 1,
+                                     "signal_gamma": 0.1}
+
+
+def _relaxed(raw):
+    raw["relaxed"] = {"block": I32 + 1}
+
+
+OUT_OF_RANGE = [
+    ("root_seed", [_set("root_seed", 2 ** 70)], U32),
+    ("root_seed", [_set("root_seed", U32 + 1)], U32),
+    ("horizon", [_set("horizon", 10 ** 12)], I32),
+    ("horizon", [_set("horizon", I32 + 1), _set("record_every", 1)], I32),
+    ("seeds", [_set("seeds", I32 + 1)], I32),
+    ("record_every", [_set("record_every", I32 + 1)], I32),
+    ("agent.pgd_steps", [_set("agent.pgd_steps", I32 + 1)], I32),
+    ("agent.pgd_starts", [_set("agent.pgd_starts", I32 + 1)], I32),
+    ("agent.refresh_every", [_set("agent.refresh_every", I32 + 1)], I32),
+    ("algorithms.linucb.refresh_every", [_set("algorithms.linucb.refresh_every", I32 + 1)], I32),
+    ("agent.dp_max_table", [_set("agent.dp_max_table", I32 + 1)], I32),
+    ("algorithms.adaptive.warmup", [_adaptive], I32),
+    ("relaxed.block", [_relaxed], I32),
+    ("problem.theta.seed", [_set("problem.theta.seed", U32 + 1)], U32),
+    ("problem.num_blocks", [_set("problem.num_blocks", I32 + 1)], I32),
+    ("problem.rff_dim", [_set("problem.rff_dim", I32 + 1)], I32),
+]
+
+
+@pytest.mark.parametrize("field, mutators, bound", OUT_OF_RANGE,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(OUT_OF_RANGE)])
+def test_ints_beyond_their_machine_type_are_refused(field, mutators, bound):
+    raw = blocks_raw()
+    for mutate in mutators:
+        mutate(raw)
+    with pytest.raises(ConfigError) as ei:
+        parse_config(raw)
+    assert str(ei.value).startswith(f"{field}: must be an integer <= {bound}, got ")
+    assert "\n" not in str(ei.value)
+
+
+def test_largest_values_are_accepted():
+    raw = blocks_raw()
+    for key, value in (("root_seed", U32), ("horizon", I32), ("record_every", I32),
+                       ("seeds", I32), ("problem.theta.seed", U32),
+                       ("agent.refresh_every", I32), ("agent.dp_max_table", I32)):
+        _set(key, value)(raw)
+    cfg = parse_config(raw)
+    assert (cfg.root_seed, cfg.horizon, cfg.problem.theta.seed) == (U32, I32, U32)
+
+
+def _int_bounds(tp):
+    """The ``le`` of every strict int inside the annotation ``tp``."""
+    if typing.get_origin(tp) is typing.Annotated:
+        base, *meta = typing.get_args(tp)
+        if base is int:
+            les = [x.le for m in meta for x in (getattr(m, "metadata", None) or [m])
+                   if hasattr(x, "le")]
+            return [les[0] if les else None]
+        return _int_bounds(base)
+    return [b for arg in typing.get_args(tp) for b in _int_bounds(arg)]
+
+
+NUMPY_SEEDS = {"graph_seed", "mixing_seed"}  # np.random.default_rng takes any size
+
+
+def test_every_int_field_of_every_schema_is_bounded():
+    from gsjax.oco import config as O
+
+    records = [obj for mod in (C, O) for obj in vars(mod).values()
+               if isinstance(obj, type) and issubclass(obj, C._Record)]
+    seen = set()
+    for cls in records:
+        for name, info in cls.__pydantic_fields__.items():
+            tp = info.annotation
+            for le in _int_bounds(typing.Annotated[int, *info.metadata] if tp is int else tp):
+                seen.add(name)
+                want = (None if name in NUMPY_SEEDS else U32 if name.endswith("seed")
+                        else I32)
+                assert le == want, f"{cls.__name__}.{name}: le = {le}"
+    assert {"horizon", "horizons", "seeds", "root_seed", "warmup", "pgd_steps",
+            "switch_period", "record_seeds", "dp_max_table", "seed", "classifier_seed"} <= seen
+
+
+OCO_BASE = 'kind = "oco"\nname = "x"\n'
+
+
+@pytest.mark.parametrize("text, field, bound", [
+    ("horizon = 1000000000000\n", "horizon[0]", I32),  # a scalar is a list of one
+    ("horizon = [100, 4294967296]\n", "horizon[1]", I32),
+    ("seeds = 2147483648\n", "seeds", I32),
+    ("root_seed = 1180591620717411303424\n", "root_seed", U32),
+    ("record_every = 2147483648\n", "record_every", I32),
+    ("record_seeds = 2147483648\n", "record_seeds", I32),
+    ("[problem]\nswitch_period = 2147483648\n", "problem.switch_period", I32),
+    ("[problem]\nnum_components = 2147483648\n", "problem.num_components", I32),
+])
+def test_oco_ints_beyond_int32_are_refused(text, field, bound):
+    from gsjax.oco.config import parse_oco_config
+
+    raw = tomllib.loads(OCO_BASE + text + "[algorithms.ogd]\n")
+    with pytest.raises(ConfigError) as ei:
+        parse_oco_config(raw)
+    assert str(ei.value).startswith(f"{field}: must be an integer <= {bound}, got ")
+
+
+def test_seed_range_fits_the_uint32_seed_ids():
+    C.check_seed_range(10, 0)
+    C.check_seed_range(10, U32 + 1 - 10)  # ids up to 2^32 - 1
+    C.check_seed_range(1, U32)
+    with pytest.raises(ConfigError, match=r"^--seed-start: must be >= 0, got -1$"):
+        C.check_seed_range(10, -1)
+    with pytest.raises(ConfigError) as ei:
+        C.check_seed_range(10, U32 + 2 - 10)
+    assert str(ei.value) == (f"--seed-start: seed ids {U32 - 8}..{U32 + 1} exceed {U32} (uint32); "
+                             f"need --seed-start <= {U32 - 9}")

@@ -196,12 +196,12 @@ def test_refuses_what_it_cannot_solve():
         make("adaptive_lazy", structure, AgentSpec(solver="dp", dp_plan=dp.make_plan(scopes)))
 
 
-def _config(graph, solver, dtype="float32"):
+def _config(graph, solver, dtype="float32", **agent):
     problem = {"structure": "graph", "features": "linear", "theta": {"distribution": "normal",
                "scale": 0.5, "seed": 4, "per_seed": True}, "noise": {"sigma": 0.3}}
     problem.update(graph)
     raw = {"name": "dp_vs_vertex", "seeds": 4, "horizon": 150, "record_every": 50,
-           "dtype": dtype, "problem": problem, "agent": {"solver": solver, "beta": 0.6},
+           "dtype": dtype, "problem": problem, "agent": {"solver": solver, "beta": 0.6, **agent},
            "algorithms": {"linucb": {}, "lazy": {}, "async_lazy": {}}}
     return parse_config(raw)
 
@@ -231,3 +231,44 @@ def test_config_refuses_wide_tables():
     wide = _config({"graph": "complete", "num_nodes": 17}, "dp")
     with pytest.raises(ConfigError, match="algorithms.linucb.solver.*elimination width >= 16"):
         experiment.build(wide)
+
+
+def test_config_cap_and_tie_rule_reach_the_plan():
+    """``agent.dp_max_table`` and ``agent.dp_exact_ties`` are the plan's ``max_table`` and
+    ``exact_ties``; the default cap is the solver's."""
+    wide = {"graph": "complete", "num_nodes": 17}  # one clique: width 16, tables of 2^17
+    assert _config(wide, "dp").agent.dp_max_table == dp.DEFAULT_MAX_TABLE
+    assert _config(wide, "dp").agent.dp_exact_ties is True
+    built = experiment.build(_config(wide, "dp", dp_max_table=2 ** 17))
+    assert {ba.spec.dp_plan.width for ba in built.algorithms} == {16}
+    ring = GRAPHS["ring8"]  # width 4 (test_limits_and_cap): tables of 2^5
+    experiment.build(_config(ring, "dp", dp_max_table=32))
+    with pytest.raises(ConfigError, match=r"^algorithms\.linucb\.solver: dp: elimination "
+                                          r"width >= 4 .*max_table = 31;"):
+        experiment.build(_config(ring, "dp", dp_max_table=31))
+    with pytest.raises(ConfigError, match=r"^agent\.dp_max_table: must be an integer >= 2"):
+        _config(ring, "dp", dp_max_table=1)
+
+
+# a random tree numbered from its root (n = 14): width 11 under the tie-rule order, 4 under
+# plain min-fill (dp.limits, checked below)
+TREE14 = {"graph": "edges", "num_nodes": 14, "edges": [list(e) for e in _tree(14, 2)]}
+
+
+def test_min_fill_tree_config_runs_like_vertex():
+    """``dp_exact_ties = false`` admits a tree the tie-rule order cannot fit in 64 entries, and
+    its run's regret equals vertex enumeration's (the minimisers are unique on these runs)."""
+    scopes = graphs.graph_scopes(14, _tree(14, 2))
+    assert dp.limits(scopes, max_table=2 ** 20).width > 5 >= dp.limits(scopes,
+                                                                        exact_ties=False).width
+    with pytest.raises(ConfigError, match=r"^algorithms\.linucb\.solver: .*elimination width"):
+        experiment.build(_config(TREE14, "dp", dp_max_table=64))
+    cfg = _config(TREE14, "dp", dp_max_table=64, dp_exact_ties=False)
+    runs = {"dp": experiment.run_experiment(cfg),
+            "vertex": experiment.run_experiment(_config(TREE14, "vertex"))}
+    for name in ("linucb", "lazy", "async_lazy"):
+        a, b = runs["vertex"].runs[name], runs["dp"].runs[name]
+        assert int(np.sum(a.totals.updates)) > 0
+        for field in a.totals._fields:
+            np.testing.assert_array_equal(getattr(a.totals, field), getattr(b.totals, field),
+                                          err_msg=f"{name} totals.{field}")

@@ -10,7 +10,7 @@ TOML layout (defaults in parentheses)::
     description = ""
     seeds = 100                     # int >= 1 (100)
     horizon = [1000, 10000]         # int or list of ints >= 1; one run per horizon (1000)
-    root_seed = 0
+    root_seed = 0                   # int in [0, 2^32 - 1] (0); every int is <= 2^31 - 1
     dtype = "float64"               # "float32" | "float64" ("float64": regret is a small
                                     #   difference of sums of T losses)
     record_every = 10               # optional; must divide every horizon (auto per horizon)
@@ -55,7 +55,7 @@ from typing import Annotated, Any, Literal, Sequence
 from pydantic import TypeAdapter
 
 from gsjax.config import (
-    _NONEMPTY, ConfigError, ExperimentConfig, Float, Floats, Int, Name, Str, _dict, _dotted,
+    _NONEMPTY, ConfigError, ExperimentConfig, Float, Floats, Int, Name, Seed, Str, _dict, _dotted,
     _entry_tables, _fail, _length, _Record, _root, _toml_path, _validate, read_toml, record,
 )
 from gsjax.oco.algorithms import REGISTRY, STEP_RULES
@@ -134,7 +134,7 @@ class OCOConfig(_Record):
     description: Str = ""
     seeds: Int(1) = 100
     horizons: Annotated[tuple[Int(1), ...], _NONEMPTY] = (1000,)
-    root_seed: Int(0) = 0
+    root_seed: Seed = 0
     dtype: Literal["float32", "float64"] = "float64"
     record_every: Int(1) | None = None
     record_seeds: Int(0) = 4
