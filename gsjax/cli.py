@@ -21,6 +21,7 @@ from gsjax import checkpoint, experiment, plotting, results, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
+    check_seed_range,
     config_hash,
     dict_hash,
     find_config,
@@ -166,8 +167,7 @@ def _cmd_run(args) -> int:
         cfg = load_oco_config(path, overrides) if oco else load_config(path, overrides)
     if args.seed_start is None:
         args.seed_start = 0
-    if args.seed_start < 0:
-        raise ConfigError("--seed-start", f"must be >= 0, got {args.seed_start}")
+    check_seed_range(cfg.seeds, args.seed_start)
     if oco:
         horizons = [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons]
     else:

@@ -97,6 +97,9 @@ def test_overrides_from_the_command_line(tmp_path):
         (["--set", "problem.theta.values=[[1.0], [0.1, 0.2]]"], "problem.theta.values[0]"),
         (["--set", "bogus=1"], "bogus"),
         (["--set", "agent.beta"], "--set"),
+        (["--seed-start", "-1"], "--seed-start"),
+        # issue 18 item 6: seed ids past uint32 (2**32 - 1) would wrap in the runner
+        (["--seeds", "2", "--seed-start", str(2**32 - 1)], "--seed-start"),
     ],
 )
 def test_bad_input_exits_2_with_the_field_named(tmp_path, capsys, args, needle):
