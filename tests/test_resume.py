@@ -151,13 +151,12 @@ def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path
     assert ck["current"] == "linucb" and ck["rounds_done"] == 40
 
 
-def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
-    """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
-    with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
-    checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
+def _stopped_at_lazy_round_20(tmp_path, chunk_rounds, seed_start=0):
+    """``(ref, out)``: a two-algorithm run uninterrupted in ``ref`` and stopped by a
+    KeyboardInterrupt after round 20 of its second algorithm (``lazy``) in ``out``."""
     import pytest
 
-    from gsjax import checkpoint, cli, experiment
+    from gsjax import experiment
     from gsjax.config import load_config
 
     path = tmp_path / "c.toml"
@@ -166,7 +165,8 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
                     .replace('solver = "pgd"', 'solver = "vertex"'))
     cfg = load_config(path)
     quiet = lambda *a, **k: None  # noqa: E731
-    experiment.run_config(cfg, tmp_path / "ref", log=quiet, figures=False, chunk_rounds=10)
+    kw = dict(log=quiet, figures=False, chunk_rounds=chunk_rounds, seed_start=seed_start)
+    experiment.run_config(cfg, tmp_path / "ref", **kw)
 
     def stop(name, horizon, seeds):
         def update(done, total):
@@ -174,9 +174,25 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
                 raise KeyboardInterrupt
         return update
 
-    out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        experiment.run_config(cfg, out, log=quiet, figures=False, chunk_rounds=10, progress=stop)
+        experiment.run_config(cfg, tmp_path / "out", progress=stop, **kw)
+    return tmp_path / "ref", tmp_path / "out"
+
+
+def _assert_same_arrays(ref, out):
+    with np.load(ref / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
+    """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
+    with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
+    checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
+    from gsjax import checkpoint, cli
+
+    ref, out = _stopped_at_lazy_round_20(tmp_path, chunk_rounds=10)
     ck = checkpoint.load(out)
     assert (list(ck["completed"]), ck["current"], ck["rounds_done"]) == (["linucb"], "lazy", 20)
     capsys.readouterr()
@@ -187,10 +203,7 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
     assert cli.main(["run", "--resume", str(out), "--chunk", "20"]) == 0
     assert f"resuming from {out}: linucb done, lazy at round 20" in capsys.readouterr().out
     assert not (out / checkpoint.FILENAME).exists()
-    with np.load(tmp_path / "ref" / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
-        assert sorted(a.files) == sorted(b.files)
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    _assert_same_arrays(ref, out)
 
 
 def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys):
@@ -216,30 +229,9 @@ def test_resume_keeps_the_folders_seed_start(tmp_path, capsys):
     """Issue 18 item 12: a run of global seeds 2-7 interrupted part-way resumes with
     ``--resume DIR`` (no ``--seed-start``) over seeds 2-7, to the uninterrupted run's arrays;
     another ``--seed-start`` is a one-line error that keeps the checkpoint."""
-    import pytest
+    from gsjax import checkpoint, cli
 
-    from gsjax import checkpoint, cli, experiment
-    from gsjax.config import load_config
-
-    path = tmp_path / "c.toml"
-    path.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
-                    .replace("[algorithms.async_lazy]\n", "")
-                    .replace('solver = "pgd"', 'solver = "vertex"'))
-    cfg = load_config(path)
-    quiet = lambda *a, **k: None  # noqa: E731
-    experiment.run_config(cfg, tmp_path / "ref", log=quiet, figures=False, chunk_rounds=20,
-                          seed_start=2)
-
-    def stop(name, horizon, seeds):
-        def update(done, total):
-            if name == "lazy" and done == 20:
-                raise KeyboardInterrupt
-        return update
-
-    out = tmp_path / "out"
-    with pytest.raises(KeyboardInterrupt):
-        experiment.run_config(cfg, out, log=quiet, figures=False, chunk_rounds=20, progress=stop,
-                              seed_start=2)
+    ref, out = _stopped_at_lazy_round_20(tmp_path, chunk_rounds=20, seed_start=2)
     assert checkpoint.load(out)["seed_start"] == 2
     capsys.readouterr()
     assert cli.main(["run", "--resume", str(out), "--seed-start", "0", "--quiet"]) == 2
@@ -247,9 +239,7 @@ def test_resume_keeps_the_folders_seed_start(tmp_path, capsys):
     assert (out / checkpoint.FILENAME).exists()
     assert cli.main(["run", "--resume", str(out), "--chunk", "20", "--quiet"]) == 0
     assert not (out / checkpoint.FILENAME).exists()
-    with np.load(tmp_path / "ref" / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
+    with np.load(ref / "arrays.npz") as a:
         assert a["seed_ids"].tolist() == list(range(2, 8))
-        assert sorted(a.files) == sorted(b.files)
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    _assert_same_arrays(ref, out)
     assert json.loads((out / "summary.json").read_text())["meta"]["seed_ids"] == [2, 8]
