@@ -18,7 +18,7 @@ import numpy as np
 from gsjax.results import flatten, read_npz, write_npz
 from gsjax.runner import Records, RunTotals, SweepResult
 
-__all__ = ["FILENAME", "save", "load", "remove"]
+__all__ = ["FILENAME", "save", "meta", "load", "remove"]
 
 FILENAME = "checkpoint.npz"
 TIMINGS = ("compile_seconds", "run_seconds")
@@ -61,6 +61,16 @@ def save(folder, config_hash: str, seed_start: int, completed: dict, current: st
     arrays.update(flatten("current/records", records))
     arrays["meta"] = np.asarray(json.dumps(meta))
     return write_npz(Path(folder) / FILENAME, arrays)
+
+
+def meta(folder) -> dict | None:
+    """The checkpoint's metadata (``config_hash``, ``seed_start``, ``completed`` timings,
+    ``current``), without its arrays; None when there is no checkpoint."""
+    path = Path(folder) / FILENAME
+    if not path.is_file():
+        return None
+    with np.load(path) as z:
+        return json.loads(str(z["meta"]))
 
 
 def load(folder, result=SweepResult, types=None) -> dict | None:

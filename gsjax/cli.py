@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import re
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 from gsjax import checkpoint, experiment, plotting, results, tune, tuner_cli
 from gsjax.config import (
@@ -87,9 +84,9 @@ def _folder_seed_start(folder: Path) -> int:
     """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
     ``summary.json``, else 0."""
     try:
-        if (folder / checkpoint.FILENAME).is_file():
-            with np.load(folder / checkpoint.FILENAME) as z:
-                return int(json.loads(str(z["meta"]))["seed_start"])
+        ck = checkpoint.meta(folder)
+        if ck is not None:
+            return int(ck["seed_start"])
         if (folder / "summary.json").is_file():
             meta = results.read_json(folder / "summary.json")["meta"]
             return int(meta.get("seed_start", meta["seed_ids"][0]))

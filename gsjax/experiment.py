@@ -172,12 +172,16 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
     return spec, params
 
 
-def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry) -> AgentSpec:
-    """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`); a ConfigError on the solver
-    when the DP does not apply or its tables would be too wide."""
+def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict) -> AgentSpec:
+    """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made once per (cap, tie rule)
+    and kept in ``plans``; a ConfigError on the solver when the DP does not apply or its tables
+    would be too wide."""
     try:
         ac = entry.agent
-        plan = dp.make_plan(scopes, max_table=ac.dp_max_table, exact_ties=ac.dp_exact_ties)
+        key = (ac.dp_max_table, ac.dp_exact_ties)
+        if key not in plans:
+            plans[key] = dp.make_plan(scopes, max_table=key[0], exact_ties=key[1])
+        plan = plans[key]
         spec = dataclasses.replace(spec, dp_plan=plan)
         check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
     except ValueError as err:
@@ -205,7 +209,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     k = structure.num_criteria
 
     sigma_k = _noise_sigma_per_criterion(pc, scopes)
-    built_algos = []
+    built_algos, plans = [], {}
     for entry in cfg.algorithms:
         ac = entry.agent
         if (ac.solver == "vertex" and not structure.disjoint
@@ -222,7 +226,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             )
         spec, params = _agent(ac, k, sigma_k, dtype)
         if spec.solver == "dp":
-            spec = _dp_spec(spec, scopes, structure, entry)
+            spec = _dp_spec(spec, scopes, structure, entry, plans)
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [

@@ -7,10 +7,12 @@ then ``os.replace``s it onto the final name (atomic on POSIX within one file sys
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -61,6 +63,24 @@ def atomic_write_bytes(path, data: bytes) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+_TMP_RANDOM = "[a-z0-9_]{8}"  # tempfile.mkstemp's random part
+
+
+def remove_orphan_tmps(path, tags: tuple[str, ...] = ()) -> None:
+    """Remove the temporary files a killed :func:`atomic_write_bytes` of ``path`` left beside
+    it (``.NAME.XXXXXXXX.tmp``, and ``.NAME.TAG.XXXXXXXX.tmp`` for each of ``tags``); call it
+    only while holding the lock that serialises writes to ``path``."""
+    path = Path(path)
+    tag = f"(?:(?:{'|'.join(map(re.escape, tags))})\\.)?" if tags else ""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.{tag}{_TMP_RANDOM}\.tmp")
+    if not path.parent.is_dir():
+        return
+    for entry in path.parent.iterdir():
+        if pattern.fullmatch(entry.name):
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
 
 
 def write_text(path, text: str) -> Path:

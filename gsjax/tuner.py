@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import zipfile
@@ -66,7 +65,7 @@ from gsjax.oco.config import (
 )
 from gsjax.oco.problem import make_problem as make_oco_problem
 from gsjax.problem import Feedback, all_features
-from gsjax.results import write_npz
+from gsjax.results import remove_orphan_tmps, write_npz
 
 __all__ = ["Tuner", "OGDTuner", "TunerError", "STATE_VERSION", "open_config", "load"]
 
@@ -158,23 +157,6 @@ def _check_state_finite(before, after, values: np.ndarray, dtype, field: str) ->
             raise TunerError(field, f"values up to {float(np.max(np.abs(values)))!r} would "
                                     f"overflow the learner's {np.dtype(dtype).name} state; "
                                     f"rescale the values")
-
-
-_TMP_NAME = "[a-z0-9_]{8}"  # tempfile.mkstemp's random part
-
-
-def _clean_tmp(path: Path) -> None:
-    """Remove the temporary files (``.STATE.XXXXXXXX.tmp``) a killed write left beside ``path``.
-
-    Safe under the CLI's exclusive lock; processes that save one path without a lock already
-    lose each other's observations."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(prev\.)?{_TMP_NAME}\.tmp")
-    if not path.parent.is_dir():
-        return
-    for entry in path.parent.iterdir():
-        if pattern.fullmatch(entry.name):
-            with contextlib.suppress(FileNotFoundError):
-                entry.unlink()
 
 
 def _prev_path(path: Path) -> Path:
@@ -313,7 +295,7 @@ class _Learner:
         for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
             arrays[f"state/{i:05d}"] = np.asarray(leaf)
         path = Path(path)
-        _clean_tmp(path)
+        remove_orphan_tmps(path, tags=("prev",))
         _keep_prev(path)
         return write_npz(path, arrays)
 
