@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from gsjax import checkpoint, experiment, plotting, results, tune, tuner_cli
+from gsjax import checkpoint, experiment, plotting, results, runner, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -308,6 +308,7 @@ def main(argv=None, extra=()) -> int:
 
     The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce``."""
     args = build_parser(extra).parse_args(argv)
+    runner.use_compilation_cache(runner.default_cache_dir())  # GSJAX_CACHE_DIR=off: none
     try:
         return args.func(args)
     except ConfigError as e:

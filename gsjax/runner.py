@@ -31,7 +31,9 @@ seeds that re-optimise (:func:`advance_compact`). The loop is shared with
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -46,7 +48,8 @@ __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
     "seed_keys", "init_carry", "advance", "advance_compact", "run", "make_chunked",
     "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
-    "seed_batch", "unpad", "drive", "jit", "compiler_options",
+    "seed_batch", "unpad", "drive", "jit", "compiler_options", "default_cache_dir",
+    "use_compilation_cache",
 ]
 
 
@@ -80,6 +83,31 @@ def jit(fn, **kwargs):
     takes options only there: jitted parts are plain ``jax.jit`` and :func:`drive` passes
     the options when it compiles them)."""
     return jax.jit(fn, compiler_options=compiler_options(), **kwargs)
+
+
+def default_cache_dir() -> Path | None:
+    """Where the command line keeps compiled programs: ``$GSJAX_CACHE_DIR`` (``off``, ``0`` or
+    empty: no cache), else ``$XDG_CACHE_HOME/gsjax/xla`` (``~/.cache/gsjax/xla``)."""
+    env = os.environ.get("GSJAX_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "0", "off", "none") else Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gsjax" / "xla"
+
+
+def use_compilation_cache(directory) -> str | None:
+    """Turn on JAX's persistent compilation cache in ``directory`` (created) and return its
+    path; ``None`` leaves the cache as it is. A cache the user configured for JAX already
+    (``JAX_COMPILATION_CACHE_DIR``) is kept. A program compiled once is then loaded from disk
+    by later processes (``benchmarks/run.py`` measures the warm compile)."""
+    if directory is None:
+        return None
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return current
+    path = Path(directory).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    return str(path)
 
 
 class RunTotals(NamedTuple):
