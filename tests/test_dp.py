@@ -146,8 +146,11 @@ def test_limits_and_cap():
     assert dp.limits(chain) == (2, 8, 30 * 8)
     assert dp.limits(ring) == (4, 32, 30 * 32)
     assert dp.make_plan(ring).width == 4
-    with pytest.raises(ValueError, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"):
+    assert dp.make_plan(ring).limits == (4, 32, 30 * 32)
+    with pytest.raises(dp.TooWide, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"
+                       ) as err:
         dp.make_plan(ring, max_table=16)
+    assert (err.value.width, err.value.table, err.value.max_table) == (4, 32, 16)
     with pytest.raises(ValueError, match="elimination width >= 4"):
         dp.limits(ring, max_table=31)
     with pytest.raises(ValueError, match="max_table: must be an integer >= 2"):
