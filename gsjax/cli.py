@@ -209,16 +209,38 @@ def _cmd_merge(args) -> int:
     return 0
 
 
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.4g} {unit}"
+        n /= 1024
+
+
 def _cmd_check(args) -> int:
+    """Validate and build a config; then one line per entry with solver 'dp': its elimination
+    width and table sizes (the bucket tables of one solve, and of every seed solved at once),
+    or the PGD fallback it takes (``agent.dp_fallback``) and why."""
     path = find_config(args.config)
     oco = config_kind(path) == "oco"
     cfg = (load_oco_config if oco else load_config)(path, list(args.set or []))
     if oco:
         oco_experiment.check(cfg)
+        entries = ()
     else:
-        experiment.build(cfg)
+        entries = experiment.build(cfg).algorithms
     kind = ", kind = 'oco'" if oco else ""
     print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms{kind})")
+    for ba in entries:
+        if ba.fallback is not None:
+            print(f"  algorithms.{ba.name}: solver 'dp' falls back to {ba.spec.solver!r} "
+                  f"(agent.dp_fallback): {ba.fallback}")
+        elif ba.spec.solver == "dp":
+            lim = ba.spec.dp_plan.limits
+            size = lim.total * {"float32": 4, "float64": 8}[cfg.dtype]
+            print(f"  algorithms.{ba.name}: solver 'dp', elimination width {lim.width}, largest "
+                  f"table {lim.table:,} entries, all tables {lim.total:,} entries ({_bytes(size)} "
+                  f"a solve in {cfg.dtype}, up to {_bytes(size * cfg.seeds)} for "
+                  f"{cfg.seeds} seeds)")
     return 0
 
 

@@ -72,6 +72,7 @@ class BuiltAlgorithm(NamedTuple):
     spec: AgentSpec
     params: AgentParams
     move_cost: float
+    fallback: str | None = None  # why solver 'dp' fell back to spec.solver (agent.dp_fallback)
 
 
 class Built(NamedTuple):
@@ -172,21 +173,30 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
     return spec, params
 
 
-def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict) -> AgentSpec:
-    """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made once per (cap, tie rule)
-    and kept in ``plans``; a ConfigError on the solver when the DP does not apply or its tables
-    would be too wide."""
-    try:
-        ac = entry.agent
-        key = (ac.dp_max_table, ac.dp_exact_ties)
-        if key not in plans:
+def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
+    """``(spec, fallback)``: ``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made
+    once per (cap, tie rule) and kept in ``plans`` (a refusal too), and ``None``; or, when the
+    tables would exceed the cap and ``agent.dp_fallback`` names a solver, ``spec`` with that
+    solver and the reason. Otherwise a ConfigError on the solver when the DP does not apply or
+    its tables would be too wide."""
+    ac, field = entry.agent, f"algorithms.{entry.name}.solver"
+    key = (ac.dp_max_table, ac.dp_exact_ties)
+    if key not in plans:
+        try:
             plans[key] = dp.make_plan(scopes, max_table=key[0], exact_ties=key[1])
-        plan = plans[key]
-        spec = dataclasses.replace(spec, dp_plan=plan)
+        except dp.TooWide as err:
+            plans[key] = err
+    plan = plans[key]
+    if isinstance(plan, dp.TooWide):
+        if ac.dp_fallback != "none":
+            return dataclasses.replace(spec, solver=ac.dp_fallback), plan.reason
+        raise ConfigError(field, f"{plan} (or set agent.dp_fallback = 'pgd' to fall back)")
+    spec = dataclasses.replace(spec, dp_plan=plan)
+    try:
         check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
     except ValueError as err:
-        raise ConfigError(f"algorithms.{entry.name}.solver", str(err)) from None
-    return spec
+        raise ConfigError(field, str(err)) from None
+    return spec, None
 
 
 def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
@@ -225,8 +235,9 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                 f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
             )
         spec, params = _agent(ac, k, sigma_k, dtype)
+        fallback = None
         if spec.solver == "dp":
-            spec = _dp_spec(spec, scopes, structure, entry, plans)
+            spec, fallback = _dp_spec(spec, scopes, structure, entry, plans)
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [
@@ -237,7 +248,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(
-            BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
+            BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost, fallback))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
@@ -423,6 +434,16 @@ def _algo_summary(t, kind: str) -> dict:
     }
 
 
+def _solver_used(ba: BuiltAlgorithm) -> dict:
+    """An entry configured with solver 'dp': ``solver_used`` ('dp' with the elimination width
+    ``dp_width``, or the fallback solver with its reason ``solver_fallback``); others: {}."""
+    if ba.fallback is not None:
+        return {"solver_used": ba.spec.solver, "solver_fallback": ba.fallback}
+    if ba.spec.solver == "dp":
+        return {"solver_used": "dp", "dp_width": ba.spec.dp_plan.limits.width}
+    return {}
+
+
 def learned_graph_summary(final: dict) -> dict:
     """Summary of the graphs learned by the seeds (``learned_neighbours`` against
     ``true_neighbours``, both (S, k, n) bool by coordinate; a criterion's own coordinate counts
@@ -467,6 +488,8 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
+    for ba in result.built.algorithms:
+        algos[ba.name].update(_solver_used(ba))
     b = result.built
     p = b.problem
     meta = {
