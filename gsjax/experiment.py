@@ -27,7 +27,7 @@ import numpy as np
 
 from gsjax import checkpoint, dp, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
-from gsjax.algorithms.kernel import NODE_KINDS, check_solver
+from gsjax.algorithms.kernel import NODE_KINDS, check_solver, dp_applies
 from gsjax.config import (
     AdaptiveAgentConfig,
     AgentConfig,
@@ -187,11 +187,13 @@ def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
         except dp.TooWide as err:
             plans[key] = err
     plan = plans[key]
-    if isinstance(plan, dp.TooWide):
+    too_wide = isinstance(plan, dp.TooWide)
+    if too_wide and dp_applies(structure, entry.algorithm in NODE_KINDS):
         if ac.dp_fallback != "none":
             return dataclasses.replace(spec, solver=ac.dp_fallback), plan.reason
         raise ConfigError(field, f"{plan} (or set agent.dp_fallback = 'pgd' to fall back)")
-    spec = dataclasses.replace(spec, dp_plan=plan)
+    # an entry the DP cannot take is refused by check_solver, fallback or not
+    spec = dataclasses.replace(spec, dp_plan=None if too_wide else plan)
     try:
         check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
     except ValueError as err:

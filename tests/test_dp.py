@@ -395,3 +395,18 @@ def test_summary_names_the_dp_solver(tmp_path, capsys):
     for name in ("linucb", "lazy"):
         assert (algos[name]["solver_used"], algos[name]["dp_width"]) == ("dp", 4)
     assert not {"solver_used", "dp_width", "solver_fallback"} & set(algos["async_pgd"])
+
+
+def test_fallback_does_not_cover_an_entry_the_dp_cannot_take(tmp_path, capsys):
+    """``agent.dp_fallback`` replaces a too-wide DP by PGD only where the DP applies: quadratic
+    features (or a joint / adaptive entry) with ``solver = 'dp'`` are refused, fallback or not
+    (the fallback used to run them with PGD silently when the tables were also too wide)."""
+    cfg = tmp_path / "ring8.toml"
+    cfg.write_text(RING8_TOML)
+    args = ["check", str(cfg), "--set", "problem.features=quadratic", "--set",
+            "agent.dp_max_table=16"]
+    for extra in ([], ["--set", "agent.dp_fallback=pgd"]):
+        rc, out, err = _gsjax(capsys, *args, *extra)
+        assert rc == 2 and out == [] and len(err) == 1, (extra, err)
+        assert err[0].startswith("error: algorithms.linucb.solver: solver 'dp' needs "
+                                 "per-criterion linear features"), err
