@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import re
 import sys
 import time
@@ -81,10 +82,13 @@ def progress_reporter(stream=None):
 
 
 def _folder_seed_start(folder: Path) -> int:
-    """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
-    ``summary.json``, else 0."""
+    """The global id of the first seed of the run in ``folder``: from its checkpoint (a damaged
+    one is a one-line ``<resume>`` error), else its ``summary.json``, else 0."""
     try:
         ck = checkpoint.meta(folder)
+    except checkpoint.Unreadable as e:
+        raise ConfigError("<resume>", str(e)) from None
+    try:
         if ck is not None:
             return int(ck["seed_start"])
         if (folder / "summary.json").is_file():
@@ -93,6 +97,35 @@ def _folder_seed_start(folder: Path) -> int:
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         pass  # unreadable: the run's own checks report the file
     return 0
+
+
+def _folder_config(folder: Path) -> dict:
+    """The resolved config a run folder holds (``config.json``); one ``--resume`` line when it
+    cannot be read."""
+    path = folder / "config.json"
+    try:
+        raw = results.read_json(path)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        raise ConfigError("--resume", f"{path} cannot be read ({type(e).__name__}: "
+                                      f"{' '.join(str(e).split())}); resume with the original "
+                                      f"config: gsjax run CONFIG --out {folder}") from None
+    return raw
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` names a folder that exists or can be made, and that this process can write
+    (checked before anything is built; nothing is created here)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--out", f"{out} exists and is not a folder")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError("--out", f"{parent} is a file: cannot make the folder {out} under it")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError("--out", f"{parent} is not writable")
 
 
 def _finished_run(folder: Path) -> dict | None:
@@ -155,7 +188,7 @@ def _cmd_run(args) -> int:
             raise ConfigError("--seed-start", f"{args.out} runs from seed {folder_start}; "
                                               f"got {args.seed_start} (drop --seed-start)")
         args.seed_start = folder_start
-        raw = results.read_json(resolved)
+        raw = _folder_config(args.out)
         oco = raw.get("kind") == "oco"
         cfg = parse_oco_config(raw) if oco else parse_config(raw)
     else:
@@ -175,6 +208,7 @@ def _cmd_run(args) -> int:
             raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
                               f"of record_every ({every}); got {args.chunk}")
     out = args.out or Path("runs") / cfg.name
+    _check_out(out)
     if args.resume is None:
         _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
                    log)
@@ -203,9 +237,17 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_merge(args) -> int:
-    res = experiment.merge(args.dirs)
-    experiment.write_results(res, args.out,
-                             extra_meta={"merged_from": [str(d) for d in args.dirs]})
+    _check_out(args.out)
+    merged_from = {"merged_from": [str(d) for d in args.dirs]}
+    try:
+        kind = results.read_json(Path(args.dirs[0]) / "config.json").get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None  # merge_parts names the file
+    if kind == "oco":
+        exp, timings = oco_experiment.merge(args.dirs)
+        oco_experiment.write_results(exp, args.out, extra_meta={**timings, **merged_from})
+    else:
+        experiment.write_results(experiment.merge(args.dirs), args.out, extra_meta=merged_from)
     return 0
 
 
@@ -320,6 +362,9 @@ def main(argv=None, extra=()) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # a folder or file the system refuses (permissions, disk full, ...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
