@@ -8,14 +8,13 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import re
 import sys
 import time
 from pathlib import Path
 
-from gsjax import checkpoint, experiment, plotting, results, tune, tuner_cli
+from gsjax import checkpoint, commands, experiment, plotting, results, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -35,46 +34,55 @@ __all__ = ["main", "DEFAULT_CONFIG"]
 DEFAULT_CONFIG = "section7_2"
 
 
-def progress_reporter(stream=None):
+def progress_reporter(stream=None, clock=time.perf_counter):
     """A progress factory for :func:`gsjax.experiment.run_experiment`.
 
-    On a terminal: a tqdm bar per algorithm (rounds, rate, time left). Otherwise one plain
-    line per chunk with the rate in seed-rounds per second and the time left. tqdm is the
-    standard, well-kept progress-bar library; a hand-written bar would not be better.
+    A run is first shown as compiling; its first report (after the compile and the first
+    chunk) gives that phase's time, and rates and the time left are measured from it on, so the
+    compile does not count in them. On a terminal: a tqdm bar per algorithm (rounds, rate, time
+    left). Otherwise one plain line per chunk with the rate in seed-rounds per second and the
+    time left. tqdm is the standard, well-kept progress-bar library; a hand-written bar would
+    not be better. ``clock``: seconds, for the rates.
     """
     stream = sys.stderr if stream is None else stream
-    if stream.isatty():
-        from tqdm import tqdm
-
-        def factory(name, horizon, seeds):
-            bar = tqdm(total=horizon, desc=f"{name:>14s}", unit="round", file=stream,
-                       leave=False, dynamic_ncols=True)
-
-            def update(done, total):
-                bar.update(done - bar.n)
-                rate = bar.format_dict["rate"] or 0.0
-                bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s", refresh=False)
-                if done >= total:
-                    bar.close()
-
-            return update
-
-        return factory
+    tty = stream.isatty()
 
     def factory(name, horizon, seeds):
+        began = clock()
         first = []  # (time, rounds) at the first report: compilation is behind us then
+        if tty:
+            from tqdm import tqdm
+
+            bar = tqdm(total=horizon, desc=f"{name:>14s}", bar_format="{desc}: compiling ...",
+                       file=stream, leave=False)
+        else:
+            print(f"{name:>14s}: compiling ...", file=stream, flush=True)
 
         def update(done, total):
-            now = time.perf_counter()
+            nonlocal bar
+            now = clock()
             if not first:
                 first.append((now, done))
-                print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
-                return
-            t1, d1 = first[0]
-            rate = (done - d1) / (now - t1) if now > t1 else float("inf")
-            left = (total - done) / rate if rate > 0 else float("nan")
-            print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} seed-rounds/s, "
-                  f"{left:.0f} s left", file=stream, flush=True)
+                compiled = f"compile and first chunk {now - began:.1f} s"
+                if tty:
+                    bar.close()
+                    bar = tqdm(total=total, initial=done, desc=f"{name:>14s}", unit="round",
+                               file=stream, leave=False, dynamic_ncols=True, postfix=compiled)
+                else:
+                    print(f"{name:>14s}: {compiled}", file=stream)
+                    print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
+            else:
+                t1, d1 = first[0]
+                rate = (done - d1) / (now - t1) if now > t1 else float("inf")
+                if tty:
+                    bar.update(done - bar.n)
+                    bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s")
+                else:
+                    left = (total - done) / rate if rate > 0 else float("nan")
+                    print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} "
+                          f"seed-rounds/s, {left:.0f} s left", file=stream, flush=True)
+            if tty and done >= total:
+                bar.close()
 
         return update
 
@@ -93,7 +101,7 @@ def _folder_seed_start(folder: Path) -> int:
             return int(ck["seed_start"])
         if (folder / "summary.json").is_file():
             meta = results.read_json(folder / "summary.json")["meta"]
-            return int(meta.get("seed_start", meta["seed_ids"][0]))
+            return int(meta.get("seed_start", meta["seed_range"]["start"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         pass  # unreadable: the run's own checks report the file
     return 0
@@ -279,25 +287,14 @@ def _cmd_plot(args) -> int:
     return 0
 
 
-def _version() -> str:
-    """The installed package's version (``gsjax.__version__``, which no module may import)."""
-    try:
-        return importlib.metadata.version("gsjax")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
 def build_parser(extra=()) -> argparse.ArgumentParser:
     """The ``gsjax`` parser; each of ``extra`` is an ``add_parser(subparsers)`` of a layer above
     (the paper's ``reproduce``, added by :mod:`gsjax.__main__`)."""
-    p = argparse.ArgumentParser(
-        prog="gsjax",
-        description="Graph-structured continuous-state linear bandits with movement costs.",
-    )
-    p.add_argument("--version", action="version", version=f"gsjax {_version()}")
+    p = argparse.ArgumentParser(prog="gsjax", description=commands.DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"gsjax {commands.version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run one experiment config")
+    r = sub.add_parser("run", help=commands.COMMANDS["run"])
     r.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
                    help=f"config path or built-in name (default: {DEFAULT_CONFIG})")
     r.add_argument("--seeds", type=int, help="override the number of seeds")
@@ -321,20 +318,20 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                         "another config there is refused")
     r.set_defaults(func=_cmd_run)
 
-    ls = sub.add_parser("list", help="list the built-in configs with their descriptions")
+    ls = sub.add_parser("list", help=commands.COMMANDS["list"])
     ls.set_defaults(func=_cmd_list)
 
-    m = sub.add_parser("merge", help="combine run folders over disjoint seed ranges into one")
+    m = sub.add_parser("merge", help=commands.COMMANDS["merge"])
     m.add_argument("out", type=Path, help="output folder")
     m.add_argument("dirs", nargs="+", help="run folders of the same config")
     m.set_defaults(func=_cmd_merge)
 
-    c = sub.add_parser("check", help="validate a config and build its problem, without running")
+    c = sub.add_parser("check", help=commands.COMMANDS["check"])
     c.add_argument("config")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(func=_cmd_check)
 
-    pl = sub.add_parser("plot", help="redraw the figures of a run folder from its saved arrays")
+    pl = sub.add_parser("plot", help=commands.COMMANDS["plot"])
     pl.add_argument("dir")
     pl.set_defaults(func=_cmd_plot)
 

@@ -497,7 +497,8 @@ def summarise(result: ExperimentResult) -> dict:
     meta = {
         "name": cfg.name,
         "seeds": int(len(result.seed_ids)),
-        "seed_ids": [int(result.seed_ids[0]), int(result.seed_ids[-1]) + 1],
+        # The global seed ids, start included and stop excluded.
+        "seed_range": {"start": int(result.seed_ids[0]), "stop": int(result.seed_ids[-1]) + 1},
         "horizon": int(result.horizon),
         "dtype": cfg.dtype,
         "num_criteria": b.structure.num_criteria,
