@@ -89,13 +89,19 @@ def progress_reporter(stream=None, clock=time.perf_counter):
     return factory
 
 
-def _folder_seed_start(folder: Path) -> int:
-    """The global id of the first seed of the run in ``folder``: from its checkpoint (a damaged
-    one is a one-line ``<resume>`` error), else its ``summary.json``, else 0."""
+def _checkpoint_meta(folder: Path) -> dict | None:
+    """:func:`gsjax.checkpoint.meta`, a damaged checkpoint a one-line ``<resume>`` error (before
+    anything is built; the rest of the file is checked when the run loads it)."""
     try:
-        ck = checkpoint.meta(folder)
+        return checkpoint.meta(folder)
     except checkpoint.Unreadable as e:
         raise ConfigError("<resume>", str(e)) from None
+
+
+def _folder_seed_start(folder: Path) -> int:
+    """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
+    ``summary.json``, else 0."""
+    ck = _checkpoint_meta(folder)
     try:
         if ck is not None:
             return int(ck["seed_start"])
@@ -217,6 +223,8 @@ def _cmd_run(args) -> int:
                               f"of record_every ({every}); got {args.chunk}")
     out = args.out or Path("runs") / cfg.name
     _check_out(out)
+    if args.resume is None and not args.force:  # --resume read it already; --force deletes it
+        _checkpoint_meta(out)
     if args.resume is None:
         _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
                    log)

@@ -334,30 +334,28 @@ def merge(folders) -> tuple[OCOExperiment, dict]:
     """Combine run folders of one config over disjoint seed ranges, as
     :func:`gsjax.experiment.merge`: per-seed results concatenated in seed order, the records of
     the first ``record_seeds`` seeds kept (as one run over the whole range keeps them). Returns
-    the experiment and the ``meta`` timings summed over the folders (a folder keeps them per
-    run folder only), for :func:`write_results`' ``extra_meta``."""
+    the experiment and the ``meta`` timings summed over the folders (an OCO folder keeps only
+    their sums), for :func:`write_results`' ``extra_meta``."""
     parts = merge_parts(folders, parse_oco_config)
-    seed_ids = np.concatenate([arr["seed_ids"] for _, _, arr, _ in parts])
+    arrs = [arr for _, _, arr, _ in parts]
+    seed_ids = np.concatenate([arr["seed_ids"] for arr in arrs])
     cfg = dataclasses.replace(parts[0][1], seeds=len(seed_ids))
     check(cfg)
+
+    def cat(prefix, fields, keep=None):  # None when the folders have no such arrays
+        if f"{prefix}/{fields[0]}" not in arrs[0]:
+            return None
+        return [np.concatenate([arr[f"{prefix}/{f}"] for arr in arrs])[:keep] for f in fields]
+
     runs = {}
     for e in cfg.algorithms:
         for T in cfg.horizons:
             pre = f"{e.name}/T{T}"
-
-            def cat(prefix, fields, keep=None):
-                found = [[arr[f"{prefix}/{f}"] for f in fields] for _, _, arr, _ in parts
-                         if f"{prefix}/{fields[0]}" in arr]
-                if not found:
-                    return None
-                return [np.concatenate(col)[:keep] for col in zip(*found)]
-
-            first = parts[0][2]
             records = cat(f"{pre}/records", OCORecords._fields, cfg.record_seeds)
             out = SweepOutput(OCOResult(*cat(pre, OCOResult._fields)),
                               None if records is None else OCORecords(*records), 0.0, 0.0)
-            runs[(e.name, T)] = OCORun(e, T, first[f"{pre}/budgets"], first[f"{pre}/p"],
-                                       first[f"{pre}/eta"], out, record_every(cfg, T))
+            runs[(e.name, T)] = OCORun(e, T, arrs[0][f"{pre}/budgets"], arrs[0][f"{pre}/p"],
+                                       arrs[0][f"{pre}/eta"], out, record_every(cfg, T))
     timings = {t: sum(summary["meta"][t] for *_, summary in parts)
                for t in ("compile_seconds", "run_seconds")}
     return OCOExperiment(cfg, seed_ids, runs), timings
