@@ -55,6 +55,7 @@ __all__ = [
     "learned_graph_summary",
     "arrays",
     "merge",
+    "merge_parts",
     "run_meta",
     "run_sweeps",
     "run_folder",
@@ -63,6 +64,8 @@ __all__ = [
     "run_config",
     "write_results",
 ]
+
+RUN_FILE_SUFFIXES = (".json", ".npz", ".png")  # the kinds of file a run writes in its folder
 
 
 class BuiltAlgorithm(NamedTuple):
@@ -328,17 +331,23 @@ ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _buil
 
 
 def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None, progress=None,
-               result=SweepResult, types=None) -> dict:
+               result=SweepResult, types=None, fixed_chunk: bool = False) -> dict:
     """Run the named sweeps of an experiment in order; returns ``{name: result}``.
 
-    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=)`` a
-    runner's sweep with everything else bound. Given a ``folder``, a checkpoint is saved there
-    after every chunk, and one left there by the same config (``digest``) and seed range is
-    resumed: its finished runs are kept, its current run continues (``result``, ``types``: as
-    :func:`gsjax.checkpoint.load`). ``progress(name, horizon, seeds)`` returns a
-    ``callback(done, horizon)`` for a run.
+    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=,
+    chunk_rounds=)`` a runner's sweep with everything else bound. Given a ``folder``, a
+    checkpoint is saved there after every chunk, and one left there by the same config
+    (``digest``) and seed range is resumed: its finished runs are kept, its current run
+    continues (``result``, ``types``: as :func:`gsjax.checkpoint.load`). The resumed run's chunk
+    must divide the checkpoint's round: a ``fixed_chunk`` (the user's ``--chunk``) that does not
+    is refused, an automatic one is cut to their greatest common divisor. ``progress(name,
+    horizon, seeds)`` returns a ``callback(done, horizon)`` for a run. Temporary files a killed
+    write left in ``folder`` are removed once its checkpoint is accepted.
     """
-    ck = None if folder is None else checkpoint.load(folder, result, types)
+    try:
+        ck = None if folder is None else checkpoint.load(folder, result, types)
+    except checkpoint.Unreadable as e:
+        raise ConfigError("<resume>", str(e)) from None
     if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
         raise ConfigError(
             "<resume>",
@@ -346,6 +355,8 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
             f"{seed_start}); refusing to mix them: use another --out, or delete its "
             "checkpoint.npz to start over")
+    if folder is not None:  # the folder is ours now: a killed write's temporary files go
+        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)
     if ck is not None and log is not None:
         log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
             f"{ck['current']} at round {ck['rounds_done']}")
@@ -356,19 +367,32 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
         start = on_chunk = None
         if ck is not None and ck["current"] == name:
             start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
-            if start[1] % chunk:
-                raise ConfigError("--chunk", f"the checkpoint stopped {name} at round {start[1]}: "
-                                  "resume with the interrupted run's chunk size (a divisor of "
-                                  f"it), got {chunk}")
+            chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
         if folder is not None:
 
             def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
                 checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
                                 records)
 
-        done[name] = run(start=start, on_chunk=on_chunk,
+        done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
                          progress=None if progress is None else progress(name, horizon, seeds))
     return done
+
+
+def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) -> int:
+    """The chunk size a run resumed at ``rounds_done`` goes on with (see :func:`run_sweeps`):
+    the chunks then end exactly at the horizon, which both divide."""
+    if rounds_done % chunk == 0:
+        return chunk
+    if fixed:
+        raise ConfigError("--chunk", f"the checkpoint stopped {name} at round {rounds_done}: "
+                          "resume with the interrupted run's chunk size (a divisor of it), got "
+                          f"{chunk}")
+    cut = math.gcd(chunk, rounds_done)
+    if log is not None:
+        log(f"{name}: the checkpoint stopped at round {rounds_done}; going on in chunks of {cut} "
+            f"rounds (the default {chunk} does not divide it)")
+    return cut
 
 
 def run_experiment(
@@ -388,6 +412,7 @@ def run_experiment(
     (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
     ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`.
     """
+    fixed_chunk = chunk_rounds is not None
     if chunk_rounds is None:
         chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
     built = build(cfg, seed_start) if built is None else built
@@ -397,7 +422,7 @@ def run_experiment(
     def run(ba, **hooks):
         res = sweep(root, seed_ids, ba.algo, built.structure, built.problem, ba.params,
                     ba.move_cost, cfg.horizon, cfg.record_every, built.problem_per_seed,
-                    grid=bool(cfg.grid), chunk_rounds=chunk_rounds, **hooks)
+                    grid=bool(cfg.grid), **hooks)
         if log is None:
             return res
         t, timing = res.totals, f"compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s"
@@ -415,7 +440,7 @@ def run_experiment(
     jobs = [(ba.name, cfg.horizon, chunk_rounds, functools.partial(run, ba))
             for ba in built.algorithms]
     runs = run_sweeps(jobs, cfg.seeds, checkpoint_dir, config_hash(cfg), built.seed_start, log,
-                      progress)
+                      progress, fixed_chunk=fixed_chunk)
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
 
 
@@ -497,7 +522,8 @@ def summarise(result: ExperimentResult) -> dict:
     meta = {
         "name": cfg.name,
         "seeds": int(len(result.seed_ids)),
-        "seed_ids": [int(result.seed_ids[0]), int(result.seed_ids[-1]) + 1],
+        # The global seed ids, start included and stop excluded.
+        "seed_range": {"start": int(result.seed_ids[0]), "stop": int(result.seed_ids[-1]) + 1},
         "horizon": int(result.horizon),
         "dtype": cfg.dtype,
         "num_criteria": b.structure.num_criteria,
@@ -552,22 +578,32 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     return out
 
 
-def merge(folders) -> ExperimentResult:
-    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
-
-    Every folder must hold the same resolved config except ``seeds``, and together their seed
-    ids must form one contiguous range. Per-seed arrays are concatenated in seed order and
-    timings summed; the result is summarised and written like a single run.
-    """
+def merge_parts(folders, parse) -> list[tuple[Path, object, dict, dict]]:
+    """The run folders of a merge as ``(folder, config, arrays, summary)`` in seed order, their
+    configs read with ``parse`` (:func:`gsjax.config.parse_config` or the OCO one); a one-line
+    ``<merge>`` error unless every folder holds a readable run of the same config but for
+    ``seeds``, and together their seed ids form one contiguous range."""
     parts = []
     for folder in map(Path, folders):
         for f in ("config.json", "arrays.npz", "summary.json"):
             if not (folder / f).is_file():
                 raise ConfigError("<merge>", f"{folder}/{f} not found: not a gsjax run folder")
-        parts.append((folder, parse_config(read_json(folder / "config.json")),
-                      read_npz(folder / "arrays.npz"), read_json(folder / "summary.json")))
+        try:
+            files = (read_json(folder / "config.json"), read_npz(folder / "arrays.npz"),
+                     read_json(folder / "summary.json"))
+            seed_ids = files[1]["seed_ids"]
+            if not (isinstance(files[0], dict) and isinstance(files[2], dict) and seed_ids.size):
+                raise ValueError("not a run's files")
+        except Exception as e:  # a damaged npz raises BadZipFile, zlib.error, EOFError, ...
+            raise ConfigError("<merge>", f"{folder}: its files cannot be read ({type(e).__name__}"
+                                         f": {' '.join(str(e).split())})") from None
+        kind = files[0].get("kind", "bandit")
+        if parts and kind != parts[0][1].get("kind", "bandit"):
+            raise ConfigError("<merge>", f"{folder}: a {kind} run, {parts[0][0]} is not")
+        parts.append((folder, *files))
     if not parts:
         raise ConfigError("<merge>", "no run folders given")
+    parts = [(folder, parse(raw), arr, summary) for folder, raw, arr, summary in parts]
     parts.sort(key=lambda p: int(p[2]["seed_ids"][0]))
     first_dir, base, first = parts[0][:3]
     expected = int(first["seed_ids"][0])
@@ -582,7 +618,19 @@ def merge(folders) -> ExperimentResult:
                 "(the folders must cover one contiguous, non-overlapping range)",
             )
         expected = int(arr["seed_ids"][-1]) + 1
-    cfg = dataclasses.replace(base, seeds=sum(len(p[2]["seed_ids"]) for p in parts))
+    return parts
+
+
+def merge(folders) -> ExperimentResult:
+    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
+
+    Every folder must hold the same resolved config except ``seeds``, and together their seed
+    ids must form one contiguous range (:func:`merge_parts`). Per-seed arrays are concatenated
+    in seed order and timings summed; the result is summarised and written like a single run.
+    """
+    parts = merge_parts(folders, parse_config)
+    first = parts[0][2]
+    cfg = dataclasses.replace(parts[0][1], seeds=sum(len(p[2]["seed_ids"]) for p in parts))
     built = build(cfg, seed_start=int(first["seed_ids"][0]))
     axis = 1 if cfg.grid else 0
 
@@ -616,8 +664,9 @@ def _git_commit() -> str | None:
 def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print) -> dict:
     """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
     ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) and
-    ``summary.json``; returns ``summary``."""
+    ``summary.json``; returns ``summary``. Temporary files a killed write left there go first."""
     out = Path(out_dir)
+    results.remove_orphan_tmps_in(out, RUN_FILE_SUFFIXES)
     results.write_json(out / "config.json", config)
     results.write_npz(out / "arrays.npz", arr)
     if plot is not None:
