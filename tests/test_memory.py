@@ -13,6 +13,11 @@ import pytest
 from gsjax import experiment, runner
 from gsjax.__main__ import main as gsjax_main
 from gsjax.config import ConfigError, parse_config
+from gsjax.oco import algorithms as oco_algs
+from gsjax.oco import experiment as oco_experiment
+from gsjax.oco import runner as oco_runner
+from gsjax.oco.config import load_oco_config
+from gsjax.oco.problem import make_problem as make_oco_problem
 
 BASE = {
     "name": "memory",
@@ -67,6 +72,51 @@ def test_the_estimate_scales_with_seeds_and_records():
     assert sparse < small
 
 
+OCO = """
+kind = "oco"
+name = "memory_oco"
+seeds = 3
+dtype = "float64"
+horizon = [24, 48]
+record_every = 4
+record_seeds = 2
+budget_exponents = [0.5, 0.75, 1.0]
+[problem]
+loss = "l1"
+targets = "drift"
+num_components = 2
+[algorithms.lazy_ogd]
+[algorithms.ogd]
+"""
+
+
+def test_the_oco_estimate_is_what_a_run_holds(tmp_path):
+    """The largest carry (the L1 loss keeps every target in it), and every run's results and
+    records, from the arrays of the sweeps themselves."""
+    path = tmp_path / "oco.toml"
+    path.write_text(OCO)
+    cfg = load_oco_config(path)
+    spec = oco_experiment.spec_of(cfg)
+    pc = cfg.problem
+    carries, kept = [], 0
+    with jax.enable_x64(True):  # the config's default dtype, float64
+        problem = make_oco_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights,
+                                   pc.drift, np.float64)
+        for T in cfg.horizons:
+            for e in cfg.algorithms:
+                seen = []
+                out = oco_runner.sweep(jax.random.key(cfg.root_seed), np.arange(cfg.seeds),
+                                       oco_algs.make(e.algorithm, spec), spec, problem,
+                                       oco_experiment.entry_params(cfg, e, T, np.float64)[0], T,
+                                       cfg.record_every, cfg.record_seeds, T // 2,
+                                       on_chunk=lambda leaves, *_: seen.append(_nbytes(leaves)))
+                carries.append(seen[-1])
+                kept += _nbytes(out.result) + _nbytes(out.records)
+                shape = out.records.s.shape  # (record seeds, points, records, n)
+                assert (shape[0], shape[2]) == (cfg.record_seeds, T // cfg.record_every)
+    assert oco_experiment.memory_needed(cfg) == max(carries) + kept
+
+
 def test_memory_estimate_arithmetic():
     f32, i32 = jax.ShapeDtypeStruct((4, 5), np.float32), jax.ShapeDtypeStruct((3,), np.int32)
     shared = np.zeros((7,), np.float64)
@@ -87,15 +137,16 @@ def test_available_memory_is_reported():
     assert got is None or (got[0] > 0 and isinstance(got[1], str))
 
 
+@pytest.mark.parametrize("config", ["section7_2", "section6_rates"])
 def test_cli_refuses_fifty_million_seeds_in_one_line_before_compiling(tmp_path, capsys,
-                                                                      monkeypatch):
+                                                                      monkeypatch, config):
     def no_compile(*args, **kwargs):
         raise AssertionError("the run was started")
 
     monkeypatch.setattr(runner, "drive", no_compile)
     out = tmp_path / "big"
     t0 = time.perf_counter()
-    rc = gsjax_main(["run", "section7_2", "--seeds", "50000000", "--out", str(out)])
+    rc = gsjax_main(["run", config, "--seeds", "50000000", "--out", str(out)])
     took = time.perf_counter() - t0
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
