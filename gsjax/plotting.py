@@ -18,6 +18,7 @@ from gsjax.results import atomic_write_bytes
 __all__ = [
     "plot_all",
     "plot_trajectories",
+    "moved_coordinates",
     "plot_curves",
     "plot_per_criterion",
     "plot_grid",
@@ -65,11 +66,12 @@ def _over_seeds(n: int, what: str = "mean ± 1 s.e.") -> str:
     return f"{what} over {n} seeds" if n > 1 else "one seed (no band)"
 
 
-def _band(ax, x, mean, half, label, alpha=0.15, i=None, **color):
+def _band(ax, x, mean, half, label, alpha=0.15, i=None, **line):
     """A line with a shaded band ``mean +- half`` (``i``: the algorithm's :func:`_style`, its
-    markers spread over the line and staggered between algorithms; ``color=``: a plain line)."""
+    markers spread over the line and staggered between algorithms, the band's edges drawn;
+    ``line``: plot keywords over it, e.g. ``color=`` alone for a plain line)."""
     style = {} if i is None else _style(i)
-    style.update(color)
+    style.update(line)
     if "marker" in style:  # spaced along the drawn line (log axes too), staggered
         style.update(markevery=(0.03 * (i % 4), 0.12), ms=4)
     ax.plot(x, mean, lw=1.5, label=label, **style)
