@@ -228,6 +228,10 @@ def _cmd_run(args) -> int:
     if args.resume is None:
         _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
                    log)
+    # refused before anything is compiled when it cannot fit
+    need = oco_experiment.memory_needed(cfg) if oco else experiment.memory_needed(cfg,
+                                                                                  args.seed_start)
+    experiment.check_memory(need, cfg.seeds)
     run = oco_experiment.run_and_write if oco else experiment.run_config
     run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
         progress=None if args.quiet else progress_reporter())

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -41,7 +42,15 @@ from gsjax.config import (
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import Problem, Structure, feature_dim, make_problem, make_structure
 from gsjax.results import flatten, mean_stderr, read_json, read_npz
-from gsjax.runner import Records, RunTotals, SweepResult, auto_chunk, sweep
+from gsjax.runner import (
+    Records,
+    RunTotals,
+    SweepResult,
+    auto_chunk,
+    make_chunked,
+    seed_keys,
+    sweep,
+)
 
 __all__ = [
     "BuiltAlgorithm",
@@ -51,6 +60,10 @@ __all__ = [
     "grid_points",
     "build",
     "run_experiment",
+    "memory_estimate",
+    "memory_needed",
+    "available_memory",
+    "check_memory",
     "summarise",
     "learned_graph_summary",
     "arrays",
@@ -442,6 +455,82 @@ def run_experiment(
     runs = run_sweeps(jobs, cfg.seeds, checkpoint_dir, config_hash(cfg), built.seed_start, log,
                       progress, fixed_chunk=fixed_chunk)
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
+
+
+def _nbytes(tree) -> int:
+    """Bytes of the arrays (or ``jax.ShapeDtypeStruct``s) of a pytree."""
+    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
+               for x in jax.tree_util.tree_leaves(tree))
+
+
+def memory_estimate(carry, record, records: int, seeds: int, shared=None) -> int:
+    """Bytes a run holds: ``seeds`` x (one seed's ``carry`` + ``records`` x one seed's
+    ``record``) + the ``shared`` arrays once. Each is a pytree of arrays or
+    ``jax.ShapeDtypeStruct``s of ONE seed (a ``[grid]`` run's with its grid axis); XLA's
+    temporaries come on top, so this is a lower bound."""
+    return seeds * (_nbytes(carry) + records * _nbytes(record)) + _nbytes(shared)
+
+
+def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
+    """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (they
+    run one after another) and the per-seed problem, for every seed, and every algorithm's
+    records (all kept until written), from the shapes of a one-seed build; nothing is
+    compiled (``jax.eval_shape``)."""
+    one = build(dataclasses.replace(cfg, seeds=1), seed_start)
+    keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
+    carries, record = [], []
+    for ba in one.algorithms:
+        init_fn, chunk_fn = make_chunked(ba.algo, one.structure, cfg.record_every,
+                                         cfg.record_every, one.problem_per_seed,
+                                         grid=bool(cfg.grid))
+        carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
+        move_cost = jnp.asarray(ba.move_cost, one.dtype)
+        record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
+                                     move_cost)[1])
+        carries.append(carry)
+    per_seed, shared = (one.problem, None) if one.problem_per_seed else (None, one.problem)
+    return memory_estimate((max(carries, key=_nbytes), per_seed), record,
+                           cfg.horizon // cfg.record_every, cfg.seeds, shared)
+
+
+def available_memory() -> tuple[int, str] | None:
+    """``(bytes, where)`` a run may use: the devices' free memory where they report it (GPU,
+    TPU), else the host's available memory (``MemAvailable`` of /proc/meminfo, else
+    ``sysconf``); None when neither is known."""
+    devices = jax.devices()
+    stats = devices[0].memory_stats()
+    if stats and "bytes_limit" in stats:
+        free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+        return free * len(devices), f"free on {len(devices)} x {devices[0].device_kind}"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "available on the host"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free on the host"
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**28 else f"{n / 2**20:,.1f} MiB"
+
+
+def check_memory(need: int, seeds: int, available=None) -> None:
+    """Refuse (a one-line ConfigError on ``seeds``) a run of ``seeds`` seeds needing ``need``
+    bytes (:func:`memory_needed`) when that exceeds ``available`` (``(bytes, where)``,
+    default :func:`available_memory`)."""
+    available = available_memory() if available is None else available
+    if available is None or need <= available[0]:
+        return
+    raise ConfigError("seeds", f"{seeds} seeds would hold at least {_gib(need)} (carry, "
+                               f"records, problem), more than the {_gib(available[0])} "
+                               f"{available[1]}: use fewer seeds, a larger record_every "
+                               "(--set record_every=N), or split the seeds over runs with "
+                               "--seed-start and join them with gsjax merge")
 
 
 def _algo_summary(t, kind: str) -> dict:

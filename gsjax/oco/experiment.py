@@ -26,17 +26,19 @@ import numpy as np
 
 from gsjax import results
 from gsjax.config import ConfigError, default_record_every, dict_hash
-from gsjax.experiment import merge_parts, run_folder, run_meta, run_sweeps, write_folder
+from gsjax.experiment import (memory_estimate, merge_parts, run_folder, run_meta, run_sweeps,
+                              write_folder)
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
-from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, sweep
-from gsjax.runner import auto_chunk
+from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, hindsight, make_chunked, sweep
+from gsjax.runner import auto_chunk, seed_keys
 
 __all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "config_digest",
            "OCORun", "OCOExperiment", "run_experiment", "summarise", "fit_exponents", "tradeoff",
-           "arrays", "merge", "write_results", "run_and_write", "paper_exponents", "replot"]
+           "arrays", "merge", "write_results", "run_and_write", "paper_exponents", "replot",
+           "memory_needed"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -162,6 +164,35 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                                 done[name], every)
             for name, (e, T, every, _, params, budgets) in plan.items()}
     return OCOExperiment(cfg, seed_ids, runs)
+
+
+def memory_needed(cfg: OCOConfig) -> int:
+    """:func:`gsjax.experiment.memory_estimate` of a run of ``cfg``: the largest carry of its
+    (entry, horizon) runs for every seed, every run's results for every seed and its records
+    for the first ``record_seeds``, from ``jax.eval_shape`` on one seed; nothing compiled."""
+    check(cfg)
+    spec = spec_of(cfg)
+    carry, kept = 0, 0
+    with jax.enable_x64(cfg.dtype == "float64"):
+        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+        pc = cfg.problem
+        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                               dtype)
+        keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
+        for T in cfg.horizons:
+            every = record_every(cfg, T)
+            for e in cfg.algorithms:
+                params = entry_params(cfg, e, T, dtype)[0]
+                init_fn, chunk_fn = make_chunked(algs.make(e.algorithm, spec), spec, T, every,
+                                                 every, cfg.record_seeds)
+                c = jax.eval_shape(init_fn, keys, problem, params)
+                record = jax.eval_shape(chunk_fn, c, 0, keys, problem, params)[1]
+                result = jax.eval_shape(jax.vmap(lambda c, prob, T=T: hindsight(c, spec, prob, T),
+                                                 in_axes=(0, None)), c, problem)
+                carry = max(carry, memory_estimate(c, None, 0, cfg.seeds))
+                kept += memory_estimate(result, None, 0, cfg.seeds)
+                kept += memory_estimate(None, record, T // every, min(cfg.record_seeds, cfg.seeds))
+    return carry + kept
 
 
 def _span(x) -> str:
