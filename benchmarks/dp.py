@@ -2,6 +2,8 @@
 
     python benchmarks/dp.py                      # about a minute on 2 CPU cores
     python benchmarks/dp.py --seeds 64 --repeats 9 --sizes 8 12 16 --dp-only 100 1000
+    python benchmarks/dp.py --vs-pgd 1000 --graphs ring tree grid --seeds 64 --repeats 5
+    python benchmarks/dp.py --config ring 100 > configs/dp_ring.toml   # writes a config
 
 Each row minimises the LCB of ``seeds`` random objectives (linear features, closed
 neighbourhoods of a ring of ``n`` nodes: ``k = n`` criteria, scopes of 3, DP width 4) with ONE
@@ -11,14 +13,29 @@ two solvers are timed alternately, repetition by repetition, in one process, and
 reported. Both answers are checked identical. ``--dp-only`` adds DP rows at sizes where
 enumeration is impossible. Prints a markdown table and writes
 ``benchmarks/results/dp.json``.
+
+``--vs-pgd K``: the DP against projected gradient descent with the PGD settings of
+``configs/large_graphs.toml`` (2 starts x 20 Adam steps, the current point kept; read from the
+config) on ``K``-node graphs (``--graphs``: ring; tree, a random tree of degree <= 3 numbered
+so that every parent comes after its children; grid, 4 x K/4 numbered along the short side;
+random, the large_graphs graph, which the DP refuses: width >= 16 at K = 40 already), the same
+timing protocol, and the LCB gap of PGD's answer to the exact minimum,
+``(LCB(s_pgd) - LCB(s_dp)) / |LCB(s_dp)|``, evaluated in float64 NumPy, mean and max over the
+objectives. Writes ``benchmarks/results/dp_vs_pgd.json``.
+
+``--config FAMILY K``: prints the Section 5.1 config ``configs/dp_FAMILY.toml`` at ``K`` nodes
+(the built-in ones are ``K = 100``): chain, ring, tree or grid, the edges written out where the
+config has no graph kind for them.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
+import textwrap
 import time
 
 import jax
@@ -27,11 +44,34 @@ import numpy as np
 
 from gsjax import dp, graphs, lcb
 from gsjax import problem as P
+from gsjax.config import find_config, load_config
 
 
-def _case(n: int, seeds: int, seed: int = 0):
-    """Scopes, structure, problem and a batch of random objectives' arrays for a ring of n."""
-    scopes = graphs.graph_scopes(n, graphs.chain_edges(n) + [(n - 1, 0)])
+def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
+    """A random tree of degree <= ``max_degree``: node ``v`` joins a uniform earlier node with
+    spare degree (NumPy ``default_rng(seed)``), then every node ``v`` is renumbered ``n-1-v``,
+    so the root is ``n - 1`` and a parent comes after its children: width 3 under the DP's
+    tie-rule order, where numbered from the root it is over 19 at ``n = 100``."""
+    rng = np.random.default_rng(seed)
+    deg, edges = np.zeros(n, int), []
+    for v in range(1, n):
+        u = int(rng.choice(np.flatnonzero(deg[:v] < max_degree)))
+        deg[[u, v]] += 1
+        edges.append((n - 1 - v, n - 1 - u))
+    return sorted(edges)
+
+
+GRAPHS = {
+    "ring": lambda n: graphs.chain_edges(n) + [(n - 1, 0)],
+    "tree": lambda n: tree_edges(n, 3, 0),
+    "grid": lambda n: graphs.grid_edges(n // 4, 4),
+    "random": lambda n: graphs.random_bounded_degree_edges(n, 3, n, 0),
+}
+
+
+def _case(n: int, seeds: int, seed: int = 0, graph: str = "ring"):
+    """Scopes, structure, problem and a batch of random objectives' arrays for a graph of n."""
+    scopes = graphs.graph_scopes(n, GRAPHS[graph](n))
     structure = P.make_structure(scopes, "linear", "independent")
     problem = P.make_problem(jax.random.key(seed), structure, scopes)
     rng = np.random.default_rng(seed)
@@ -82,13 +122,181 @@ def bench(n: int, seeds: int, repeats: int, names) -> dict:
     return row
 
 
+def _lcb64(scopes, theta, inv, beta, s):
+    """(S,) LCB of the states ``s`` (S, n) in float64 NumPy (the solvers' eq. 7, written out)."""
+    theta, inv, beta, s = (np.asarray(x, np.float64) for x in (theta, inv, beta, s))
+    phi = np.where(scopes.mask, s[:, scopes.index], 0.0)  # (S, k, m)
+    q = np.einsum("ski,skij,skj->sk", phi, inv, phi)
+    return (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 0.0))).sum(-1)
+
+
+def bench_vs_pgd(n: int, graph: str, seeds: int, repeats: int) -> dict:
+    """DP against the large_graphs config's PGD on ``seeds`` random objectives of a graph."""
+    ac = load_config(find_config("large_graphs")).agent
+    scopes, structure, problem, arrays = _case(n, seeds, graph=graph)
+    row = {"n": n, "graph": graph, "seeds": seeds, "repeats": repeats,
+           "pgd_settings": {"starts": ac.pgd_starts, "steps": ac.pgd_steps, "lr": ac.pgd_lr,
+                            "optimizer": ac.pgd_optimizer,
+                            "include_current": ac.pgd_include_current}}
+    t0 = time.perf_counter()
+    try:
+        plan = dp.make_plan(scopes)
+    except dp.TooWide as err:
+        return {**row, "refused": str(err)}
+    row["plan_s"], row["width"] = time.perf_counter() - t0, plan.width
+    keys = jax.random.split(jax.random.key(1), seeds)
+
+    def one(name, theta, inv, beta, s0, key):
+        objective = lcb.node_objective(structure, problem, theta, inv, beta)
+        free = jnp.ones(s0.shape, bool)
+        if name == "dp":
+            return dp.minimise(plan, objective, s0, free)[0]
+        return lcb.minimise_objective_pgd(
+            key, objective.value, s0, free, num_steps=ac.pgd_steps, num_starts=ac.pgd_starts,
+            learning_rate=ac.pgd_lr, optimizer=ac.pgd_optimizer,
+            include_current=ac.pgd_include_current)[0]
+
+    fns = {name: jax.jit(jax.vmap(functools.partial(one, name))) for name in ("dp", "pgd")}
+    args = (*arrays, keys)
+    first, times, outs = {}, {"dp": [], "pgd": []}, {}
+    for name in fns:
+        first[name], outs[name] = _timed(fns[name], args)
+    for _ in range(repeats):  # alternate: the machine's load hits both alike
+        for name in fns:
+            times[name].append(_timed(fns[name], args)[0])
+    exact, approx = (_lcb64(scopes, *arrays[:3], outs[name]) for name in ("dp", "pgd"))
+    gap = (approx - exact) / np.abs(exact)
+    row["gap"] = {"mean": float(gap.mean()), "max": float(gap.max()), "min": float(gap.min()),
+                  "pgd_at_exact_vertex": float(np.mean(np.all(outs["pgd"] == outs["dp"], -1)))}
+    for name in fns:
+        med = statistics.median(times[name])
+        row[name] = {"median_s": med, "compile_s": max(first[name] - med, 0.0),
+                     "per_solve_us": 1e6 * med / seeds}
+    return row
+
+
+def _report_vs_pgd(args) -> None:
+    load = os.getloadavg()
+    rows = [bench_vs_pgd(n, g, args.seeds, args.repeats) for n in args.vs_pgd for g in args.graphs]
+    print(f"DP against PGD: {args.seeds} random objectives per call, float32, {jax.devices()}, "
+          f"load average {load} -> {os.getloadavg()}")
+    print("| graph | k | width | pgd ms | dp ms | dp / pgd | LCB gap of PGD, mean | max | "
+          "pgd compile s | dp compile s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "refused" in r:
+            print(f"| {r['graph']} | {r['n']} | refused: {r['refused']} |")
+            continue
+        d, p, g = r["dp"], r["pgd"], r["gap"]
+        print(f"| {r['graph']} | {r['n']} | {r['width']} | {1e3 * p['median_s']:.2f} | "
+              f"{1e3 * d['median_s']:.2f} | {d['median_s'] / p['median_s']:.2f} | "
+              f"{g['mean']:.2e} | {g['max']:.2e} | {p['compile_s']:.2f} | {d['compile_s']:.2f} |")
+    _write("dp_vs_pgd.json", {"args": vars(args), "load_average": load, "rows": rows})
+
+
+def _write(name: str, doc: dict) -> None:
+    out = os.path.join(os.path.dirname(__file__), "results", name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+FAMILY_ABOUT = {
+    "chain": "a chain (path) of k nodes, elimination width 2",
+    "ring": "a ring (cycle) of k nodes, width 4",
+    "tree": "a random tree of degree <= 3 (benchmarks/dp.py tree_edges(k, 3, 0): every parent "
+            "numbered after its children), width 3",
+    "grid": "a 4 x k/4 grid numbered along its short side (rows of 4), width 8",
+}
+
+
+def family_config(family: str, k: int, seeds: int = 20, horizon: int = 1000) -> str:
+    """The TOML text of ``configs/dp_FAMILY.toml`` at ``k`` nodes (see :data:`FAMILY_ABOUT`):
+    Section 5.1 as ``configs/large_graphs.toml`` has it (linear features, theta* ~ N(0, I) per
+    seed, noise N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], seed 0) with the
+    exact DP solver, LinUCB, lazy under both reference readings and async."""
+    lam = np.exp(np.random.default_rng(0).uniform(np.log(0.01), np.log(2.0), k))
+    if family == "grid":
+        graph = f'graph = "grid"\ngrid_shape = [{k // 4}, 4]'
+    elif family == "chain":
+        graph = f'graph = "chain"\nnum_nodes = {k}'
+    else:
+        graph = f'graph = "edges"\nnum_nodes = {k}\nedges = {_rows(GRAPHS[family](k))}'
+    about = textwrap.fill(
+        f'Section 5.1 with the exact LCB solver (solver = "dp", issue 17) on '
+        f'{FAMILY_ABOUT[family]}: LinUCB, global lazy (reference "global" and "own") and async '
+        "lazy. Linear features, theta* ~ N(0, I) per seed, noise N(0, 0.5^2), beta = 0.5, "
+        "stiffness lambda_reg,i log-uniform in [0.01, 2.0] (NumPy seed 0, one per node), as in "
+        f"large_graphs.toml. Written by `python benchmarks/dp.py --config {family} {k}`; other "
+        "sizes the same way.", 99, break_on_hyphens=False,
+        initial_indent=" " * 17).lstrip()  # room for 'description = """'
+    return f"""name = "dp_{family}"
+description = \"\"\"{about}\"\"\"
+seeds = {seeds}
+horizon = {horizon}
+root_seed = 0
+record_every = {max(1, horizon // 20)}
+
+[problem]
+structure = "graph"
+{graph}
+features = "linear"
+s0 = 0.5
+
+[problem.theta]
+distribution = "normal"
+scale = 1.0
+seed = 0
+per_seed = true
+
+[problem.noise]
+kind = "independent"
+sigma = 0.5
+
+[agent]
+lambda_reg = {_rows(lam)}
+beta = 0.5
+move_cost = 1.0
+solver = "dp"
+
+[algorithms.linucb]
+[algorithms.lazy]
+[algorithms.lazy_own]
+algorithm = "lazy"
+reference = "own"
+[algorithms.async_lazy]
+"""
+
+
+def _rows(values) -> str:
+    """A TOML array of numbers or pairs, one row per line of at most 100 characters."""
+    items = [f"[{v[0]}, {v[1]}]" if isinstance(v, tuple) else f"{v:.6g}" for v in values]
+    lines = [""]
+    for item in items:
+        if len(lines[-1]) + len(item) > 94:
+            lines.append("")
+        lines[-1] += f"{item}, "
+    return "[\n  " + "\n  ".join(line.rstrip() for line in lines) + "\n]"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--sizes", type=int, nargs="+", default=[8, 12, 16])
     ap.add_argument("--dp-only", type=int, nargs="*", default=[100, 1000])
+    ap.add_argument("--vs-pgd", type=int, nargs="+", metavar="K",
+                    help="time the DP against large_graphs' PGD at these sizes instead")
+    ap.add_argument("--graphs", nargs="+", choices=sorted(GRAPHS), default=["ring"])
+    ap.add_argument("--config", nargs=2, metavar=("FAMILY", "K"),
+                    help="print the config dp_FAMILY.toml (chain, ring, tree, grid) at K nodes")
     args = ap.parse_args(argv)
+    if args.config:
+        print(family_config(args.config[0], int(args.config[1])), end="")
+        return
+    if args.vs_pgd:
+        _report_vs_pgd(args)
+        return
     rows = [bench(n, args.seeds, args.repeats, ("vertex", "dp")) for n in args.sizes]
     rows += [bench(n, args.seeds, args.repeats, ("dp",)) for n in args.dp_only]
     print(f"{args.seeds} objectives per call, float32, {jax.devices()}, "
@@ -103,10 +311,7 @@ def main(argv=None):
               f"{1e3 * d['median_s']:.2f} | "
               f"{'–' if v is None else format(v['median_s'] / d['median_s'], '.2f')} | "
               f"{'–' if v is None else format(v['compile_s'], '.2f')} | {d['compile_s']:.2f} |")
-    out = os.path.join(os.path.dirname(__file__), "results", "dp.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    _write("dp.json", {"args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

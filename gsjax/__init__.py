@@ -13,20 +13,24 @@ The public surface:
 * live systems -- :class:`gsjax.Tuner` (ask/tell, state on disk; ``gsjax tuner``).
 """
 
-from gsjax import algorithms, graphs, lcb, linalg, problem, runner
-from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
-from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_config
-from gsjax.graphs import Scopes, block_scopes, check_scopes, graph_scopes, scopes_from_rows
-from gsjax.problem import (
-    Environment,
-    Feedback,
-    Problem,
-    Structure,
-    make_problem,
-    make_structure,
-)
-from gsjax.runner import run, seed_keys, sweep
-from gsjax.tuner import Tuner, TunerError
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
+    from gsjax import algorithms, graphs, lcb, linalg, problem, runner
+    from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
+    from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_config
+    from gsjax.graphs import Scopes, block_scopes, check_scopes, graph_scopes, scopes_from_rows
+    from gsjax.problem import (
+        Environment,
+        Feedback,
+        Problem,
+        Structure,
+        make_problem,
+        make_structure,
+    )
+    from gsjax.runner import run, seed_keys, sweep
+    from gsjax.tuner import Tuner, TunerError
 
 __version__ = "0.1.0"
 
@@ -39,3 +43,32 @@ __all__ = [
     "run", "seed_keys", "sweep",
     "Tuner", "TunerError",
 ]
+
+# The module each public name comes from. They are imported on first use (PEP 562) so that
+# importing the package, as `gsjax --help` does, does not import JAX.
+_SOURCE = {
+    **{m: f"gsjax.{m}" for m in ("algorithms", "graphs", "lcb", "linalg", "problem", "runner")},
+    **dict.fromkeys(["REGISTRY", "AgentParams", "AgentSpec", "BanditAlgorithm"],
+                    "gsjax.algorithms"),
+    **dict.fromkeys(["ConfigError", "ExperimentConfig", "load_config", "parse_config"],
+                    "gsjax.config"),
+    **dict.fromkeys(["Scopes", "block_scopes", "graph_scopes", "scopes_from_rows",
+                     "check_scopes"], "gsjax.graphs"),
+    **dict.fromkeys(["Environment", "Feedback", "Problem", "Structure", "make_problem",
+                     "make_structure"], "gsjax.problem"),
+    **dict.fromkeys(["run", "seed_keys", "sweep"], "gsjax.runner"),
+    **dict.fromkeys(["Tuner", "TunerError"], "gsjax.tuner"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _SOURCE:
+        raise AttributeError(f"module 'gsjax' has no attribute {name!r}")
+    module = importlib.import_module(_SOURCE[name])
+    value = module if module.__name__ == f"gsjax.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,19 +1,30 @@
 """The ``gsjax`` command (console script and ``python -m gsjax``).
 
 The top of the package: :func:`gsjax.cli.main` (every library command) plus the paper's
-``reproduce`` from :mod:`gsjax.paper.report`, which nothing else imports.
+``reproduce`` from :mod:`gsjax.paper.report`, which nothing else imports. ``gsjax --help``,
+``--version`` and a mistyped command are answered by :func:`gsjax.commands.top_parser` first,
+without importing JAX; the two modules of a command that runs are imported after it.
 """
 
+import importlib
 import sys
+from typing import TYPE_CHECKING
 
-from gsjax import cli
-from gsjax.paper import report
+from gsjax import commands
+
+if TYPE_CHECKING:  # imported by main() once the command is known (the layer test sees them)
+    from gsjax import cli
+    from gsjax.paper import report
 
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
     """``gsjax COMMAND ...``: the library's commands and ``reproduce``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands.top_parser().parse_known_args(argv)  # exits on --help, --version or a typo
+    cli = importlib.import_module("gsjax.cli")
+    report = importlib.import_module("gsjax.paper.report")
     return cli.main(argv, extra=(report.add_parser,))
 
 

@@ -18,10 +18,20 @@ import numpy as np
 from gsjax.results import flatten, read_npz, write_npz
 from gsjax.runner import Records, RunTotals, SweepResult
 
-__all__ = ["FILENAME", "save", "meta", "load", "remove"]
+__all__ = ["FILENAME", "Unreadable", "save", "meta", "load", "remove"]
 
 FILENAME = "checkpoint.npz"
 TIMINGS = ("compile_seconds", "run_seconds")
+
+
+class Unreadable(ValueError):
+    """A checkpoint that cannot be read (truncated, damaged, not a checkpoint); the message is
+    one line naming the file and what to do."""
+
+    def __init__(self, path: Path, error: Exception) -> None:
+        why = " ".join(str(error).split()) or "no detail"
+        super().__init__(f"{path} cannot be read ({type(error).__name__}: {why}); delete it to "
+                         "start the run over (or run the config again with --force)")
 
 
 def _get(z: dict, prefix: str, cls=None):
@@ -69,8 +79,11 @@ def meta(folder) -> dict | None:
     path = Path(folder) / FILENAME
     if not path.is_file():
         return None
-    with np.load(path) as z:
-        return json.loads(str(z["meta"]))
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return json.loads(str(z["meta"]))
+    except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError, ...
+        raise Unreadable(path, e) from None
 
 
 def load(folder, result=SweepResult, types=None) -> dict | None:
@@ -79,13 +92,20 @@ def load(folder, result=SweepResult, types=None) -> dict | None:
     Keys: ``config_hash``, ``seed_start``, ``completed`` (name -> ``result``), ``current``
     (name), ``rounds_done``, ``carry_leaves`` (list), ``records``. ``types`` maps fields of
     ``result`` to their NamedTuple class (default: the bandit's ``totals``/``records``; other
-    fields are dicts); ``records`` is a ``types["records"]``.
+    fields are dicts); ``records`` is a ``types["records"]``. :class:`Unreadable` when the
+    file is damaged.
     """
     types = {"totals": RunTotals, "records": Records} if types is None else types
     path = Path(folder) / FILENAME
     if not path.is_file():
         return None
-    z = read_npz(path)
+    try:
+        return _load(read_npz(path), result, types)
+    except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError, ...
+        raise Unreadable(path, e) from None
+
+
+def _load(z: dict, result, types) -> dict:
     meta = json.loads(str(z["meta"]))
     completed = {}
     for name, t in meta["completed"].items():

@@ -8,13 +8,13 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
+import os
 import re
 import sys
 import time
 from pathlib import Path
 
-from gsjax import checkpoint, experiment, plotting, results, runner, tune, tuner_cli
+from gsjax import checkpoint, commands, experiment, plotting, results, runner, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -34,65 +34,112 @@ __all__ = ["main", "DEFAULT_CONFIG"]
 DEFAULT_CONFIG = "section7_2"
 
 
-def progress_reporter(stream=None):
+def progress_reporter(stream=None, clock=time.perf_counter):
     """A progress factory for :func:`gsjax.experiment.run_experiment`.
 
-    On a terminal: a tqdm bar per algorithm (rounds, rate, time left). Otherwise one plain
-    line per chunk with the rate in seed-rounds per second and the time left. tqdm is the
-    standard, well-kept progress-bar library; a hand-written bar would not be better.
+    A run is first shown as compiling; its first report (after the compile and the first
+    chunk) gives that phase's time, and rates and the time left are measured from it on, so the
+    compile does not count in them. On a terminal: a tqdm bar per algorithm (rounds, rate, time
+    left). Otherwise one plain line per chunk with the rate in seed-rounds per second and the
+    time left. tqdm is the standard, well-kept progress-bar library; a hand-written bar would
+    not be better. ``clock``: seconds, for the rates.
     """
     stream = sys.stderr if stream is None else stream
-    if stream.isatty():
-        from tqdm import tqdm
-
-        def factory(name, horizon, seeds):
-            bar = tqdm(total=horizon, desc=f"{name:>14s}", unit="round", file=stream,
-                       leave=False, dynamic_ncols=True)
-
-            def update(done, total):
-                bar.update(done - bar.n)
-                rate = bar.format_dict["rate"] or 0.0
-                bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s", refresh=False)
-                if done >= total:
-                    bar.close()
-
-            return update
-
-        return factory
+    tty = stream.isatty()
 
     def factory(name, horizon, seeds):
+        began = clock()
         first = []  # (time, rounds) at the first report: compilation is behind us then
+        if tty:
+            from tqdm import tqdm
+
+            bar = tqdm(total=horizon, desc=f"{name:>14s}", bar_format="{desc}: compiling ...",
+                       file=stream, leave=False)
+        else:
+            print(f"{name:>14s}: compiling ...", file=stream, flush=True)
 
         def update(done, total):
-            now = time.perf_counter()
+            nonlocal bar
+            now = clock()
             if not first:
                 first.append((now, done))
-                print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
-                return
-            t1, d1 = first[0]
-            rate = (done - d1) / (now - t1) if now > t1 else float("inf")
-            left = (total - done) / rate if rate > 0 else float("nan")
-            print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} seed-rounds/s, "
-                  f"{left:.0f} s left", file=stream, flush=True)
+                compiled = f"compile and first chunk {now - began:.1f} s"
+                if tty:
+                    bar.close()
+                    bar = tqdm(total=total, initial=done, desc=f"{name:>14s}", unit="round",
+                               file=stream, leave=False, dynamic_ncols=True, postfix=compiled)
+                else:
+                    print(f"{name:>14s}: {compiled}", file=stream)
+                    print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
+            else:
+                t1, d1 = first[0]
+                rate = (done - d1) / (now - t1) if now > t1 else float("inf")
+                if tty:
+                    bar.update(done - bar.n)
+                    bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s")
+                else:
+                    left = (total - done) / rate if rate > 0 else float("nan")
+                    print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} "
+                          f"seed-rounds/s, {left:.0f} s left", file=stream, flush=True)
+            if tty and done >= total:
+                bar.close()
 
         return update
 
     return factory
 
 
+def _checkpoint_meta(folder: Path) -> dict | None:
+    """:func:`gsjax.checkpoint.meta`, a damaged checkpoint a one-line ``<resume>`` error (before
+    anything is built; the rest of the file is checked when the run loads it)."""
+    try:
+        return checkpoint.meta(folder)
+    except checkpoint.Unreadable as e:
+        raise ConfigError("<resume>", str(e)) from None
+
+
 def _folder_seed_start(folder: Path) -> int:
     """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
     ``summary.json``, else 0."""
+    ck = _checkpoint_meta(folder)
     try:
-        ck = checkpoint.meta(folder)
         if ck is not None:
             return int(ck["seed_start"])
         if (folder / "summary.json").is_file():
             meta = results.read_json(folder / "summary.json")["meta"]
-            return int(meta.get("seed_start", meta["seed_ids"][0]))
+            return int(meta.get("seed_start", meta["seed_range"]["start"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         pass  # unreadable: the run's own checks report the file
     return 0
+
+
+def _folder_config(folder: Path) -> dict:
+    """The resolved config a run folder holds (``config.json``); one ``--resume`` line when it
+    cannot be read."""
+    path = folder / "config.json"
+    try:
+        raw = results.read_json(path)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        raise ConfigError("--resume", f"{path} cannot be read ({type(e).__name__}: "
+                                      f"{' '.join(str(e).split())}); resume with the original "
+                                      f"config: gsjax run CONFIG --out {folder}") from None
+    return raw
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` names a folder that exists or can be made, and that this process can write
+    (checked before anything is built; nothing is created here)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--out", f"{out} exists and is not a folder")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError("--out", f"{parent} is a file: cannot make the folder {out} under it")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError("--out", f"{parent} is not writable")
 
 
 def _finished_run(folder: Path) -> dict | None:
@@ -155,7 +202,7 @@ def _cmd_run(args) -> int:
             raise ConfigError("--seed-start", f"{args.out} runs from seed {folder_start}; "
                                               f"got {args.seed_start} (drop --seed-start)")
         args.seed_start = folder_start
-        raw = results.read_json(resolved)
+        raw = _folder_config(args.out)
         oco = raw.get("kind") == "oco"
         cfg = parse_oco_config(raw) if oco else parse_config(raw)
     else:
@@ -175,9 +222,16 @@ def _cmd_run(args) -> int:
             raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
                               f"of record_every ({every}); got {args.chunk}")
     out = args.out or Path("runs") / cfg.name
+    _check_out(out)
+    if args.resume is None and not args.force:  # --resume read it already; --force deletes it
+        _checkpoint_meta(out)
     if args.resume is None:
         _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
                    log)
+    # refused before anything is compiled when it cannot fit
+    need = oco_experiment.memory_needed(cfg) if oco else experiment.memory_needed(cfg,
+                                                                                  args.seed_start)
+    experiment.check_memory(need, cfg.seeds)
     run = oco_experiment.run_and_write if oco else experiment.run_config
     run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
         progress=None if args.quiet else progress_reporter())
@@ -203,22 +257,52 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_merge(args) -> int:
-    res = experiment.merge(args.dirs)
-    experiment.write_results(res, args.out,
-                             extra_meta={"merged_from": [str(d) for d in args.dirs]})
+    _check_out(args.out)
+    merged_from = {"merged_from": [str(d) for d in args.dirs]}
+    try:
+        kind = results.read_json(Path(args.dirs[0]) / "config.json").get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None  # merge_parts names the file
+    if kind == "oco":
+        exp, timings = oco_experiment.merge(args.dirs)
+        oco_experiment.write_results(exp, args.out, extra_meta={**timings, **merged_from})
+    else:
+        experiment.write_results(experiment.merge(args.dirs), args.out, extra_meta=merged_from)
     return 0
 
 
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.4g} {unit}"
+        n /= 1024
+
+
 def _cmd_check(args) -> int:
+    """Validate and build a config; then one line per entry with solver 'dp': its elimination
+    width and table sizes (the bucket tables of one solve, and of every seed solved at once),
+    or the PGD fallback it takes (``agent.dp_fallback``) and why."""
     path = find_config(args.config)
     oco = config_kind(path) == "oco"
     cfg = (load_oco_config if oco else load_config)(path, list(args.set or []))
     if oco:
         oco_experiment.check(cfg)
+        entries = ()
     else:
-        experiment.build(cfg)
+        entries = experiment.build(cfg).algorithms
     kind = ", kind = 'oco'" if oco else ""
     print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms{kind})")
+    for ba in entries:
+        if ba.fallback is not None:
+            print(f"  algorithms.{ba.name}: solver 'dp' falls back to {ba.spec.solver!r} "
+                  f"(agent.dp_fallback): {ba.fallback}")
+        elif ba.spec.solver == "dp":
+            lim = ba.spec.dp_plan.limits
+            size = lim.total * {"float32": 4, "float64": 8}[cfg.dtype]
+            print(f"  algorithms.{ba.name}: solver 'dp', elimination width {lim.width}, largest "
+                  f"table {lim.table:,} entries, all tables {lim.total:,} entries ({_bytes(size)} "
+                  f"a solve in {cfg.dtype}, up to {_bytes(size * cfg.seeds)} for "
+                  f"{cfg.seeds} seeds)")
     return 0
 
 
@@ -237,25 +321,14 @@ def _cmd_plot(args) -> int:
     return 0
 
 
-def _version() -> str:
-    """The installed package's version (``gsjax.__version__``, which no module may import)."""
-    try:
-        return importlib.metadata.version("gsjax")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
 def build_parser(extra=()) -> argparse.ArgumentParser:
     """The ``gsjax`` parser; each of ``extra`` is an ``add_parser(subparsers)`` of a layer above
     (the paper's ``reproduce``, added by :mod:`gsjax.__main__`)."""
-    p = argparse.ArgumentParser(
-        prog="gsjax",
-        description="Graph-structured continuous-state linear bandits with movement costs.",
-    )
-    p.add_argument("--version", action="version", version=f"gsjax {_version()}")
+    p = argparse.ArgumentParser(prog="gsjax", description=commands.DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"gsjax {commands.version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run one experiment config")
+    r = sub.add_parser("run", help=commands.COMMANDS["run"])
     r.add_argument("config", nargs="?", default=DEFAULT_CONFIG,
                    help=f"config path or built-in name (default: {DEFAULT_CONFIG})")
     r.add_argument("--seeds", type=int, help="override the number of seeds")
@@ -279,20 +352,20 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                         "another config there is refused")
     r.set_defaults(func=_cmd_run)
 
-    ls = sub.add_parser("list", help="list the built-in configs with their descriptions")
+    ls = sub.add_parser("list", help=commands.COMMANDS["list"])
     ls.set_defaults(func=_cmd_list)
 
-    m = sub.add_parser("merge", help="combine run folders over disjoint seed ranges into one")
+    m = sub.add_parser("merge", help=commands.COMMANDS["merge"])
     m.add_argument("out", type=Path, help="output folder")
     m.add_argument("dirs", nargs="+", help="run folders of the same config")
     m.set_defaults(func=_cmd_merge)
 
-    c = sub.add_parser("check", help="validate a config and build its problem, without running")
+    c = sub.add_parser("check", help=commands.COMMANDS["check"])
     c.add_argument("config")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(func=_cmd_check)
 
-    pl = sub.add_parser("plot", help="redraw the figures of a run folder from its saved arrays")
+    pl = sub.add_parser("plot", help=commands.COMMANDS["plot"])
     pl.add_argument("dir")
     pl.set_defaults(func=_cmd_plot)
 
@@ -321,6 +394,9 @@ def main(argv=None, extra=()) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # a folder or file the system refuses (permissions, disk full, ...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -696,6 +696,9 @@ class AgentConfig(_Record):
     refresh_every: Int(1) = 1  # refresh period in rounds
     dp_max_table: Int(2) = 2 ** 16  # solver 'dp': most entries of one table, 2^(width + 1)
     dp_exact_ties: Bool = True  # solver 'dp': the vertex enumerator's tie rule (False: min-fill)
+    # solver 'dp' whose tables would exceed dp_max_table: 'none' refuses the config, 'pgd' runs
+    # that entry with the PGD solver instead (summary.json: algorithms.NAME.solver_used)
+    dp_fallback: Literal["none", "pgd"] = "none"
     _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
         "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
         "not in [agent])"))

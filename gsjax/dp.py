@@ -9,7 +9,8 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
 * :func:`make_plan` (host, once per structure): the elimination order, each variable's clique
   ``{v} + sep(v)`` padded to ``w + 1`` slots, the parent each message goes to, and the static
   gathers that place every criterion's table and every message in its bucket. Tables wider
-  than ``max_table`` entries are refused (``ValueError`` naming the width).
+  than ``max_table`` entries are refused (:class:`TooWide`, a ``ValueError`` naming the
+  width); :func:`limits` (and ``plan.limits``) give the width and the table sizes.
 * :func:`minimise` (traced, vmappable): one ``lax.scan`` of messages over the order, one
   ``lax.scan`` of back-tracking; non-free coordinates stay at ``s_init`` (their term tables
   are constant along their bit, which is the DP of the conditioned problem).
@@ -40,7 +41,7 @@ import numpy as np
 from gsjax.graphs import Scopes
 from gsjax.lcb import Objective, first_pick, lcb_terms
 
-__all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "make_plan", "limits", "minimise"]
+__all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "TooWide", "make_plan", "limits", "minimise"]
 
 DEFAULT_MAX_TABLE = 2 ** 16  # entries of one bucket table, 2^(w+1): width w <= 15
 
@@ -60,9 +61,16 @@ def _fill(adj: list[set], v: int) -> int:
     return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
 
 
-def _too_wide(width: int, max_table: int) -> ValueError:
-    return ValueError(f"dp: elimination width >= {width} needs tables of >= 2^{width + 1} "
-                      f"entries, over max_table = {max_table}; use solver 'pgd'")
+class TooWide(ValueError):
+    """The DP's tables would exceed ``max_table`` entries: an elimination of width at least
+    ``width`` needs tables of at least ``2^(width + 1)`` entries (the greedy order stops at the
+    first separator over the cap, so the true width may be larger)."""
+
+    def __init__(self, width: int, max_table: int):
+        self.width, self.table, self.max_table = width, 2 ** (width + 1), max_table
+        self.reason = (f"elimination width >= {width} needs tables of >= 2^{width + 1} entries, "
+                       f"over max_table = {max_table}")
+        super().__init__(f"dp: {self.reason}; use solver 'pgd'")
 
 
 def _elimination(adj: list[set], ordered: bool, max_table: int):
@@ -91,7 +99,7 @@ def _elimination(adj: list[set], ordered: bool, max_table: int):
         if gone[v] or ver != version[v]:
             continue
         if deg > max_width:
-            raise _too_wide(deg, max_table)
+            raise TooWide(deg, max_table)
         nb = sorted(adj[v])
         order.append(v)
         seps[v] = nb
@@ -116,20 +124,24 @@ def _bits(width: int) -> np.ndarray:
 
 class Limits(NamedTuple):
     """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
-    ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets)."""
+    ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets, one
+    per coordinate: the message tables of one solve)."""
 
     width: int
     table: int
     total: int
 
 
+def _limits(seps) -> Limits:
+    w = max(len(s) for s in seps)
+    return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
+
+
 def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
            ) -> Limits:
     """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
-    building the plan; its ``ValueError`` when the tables would exceed ``max_table``."""
-    _, seps = _elimination(_interaction(scopes), exact_ties, _check_cap(max_table))
-    w = max(len(s) for s in seps)
-    return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
+    building the plan; :class:`TooWide` when the tables would exceed ``max_table``."""
+    return _limits(_elimination(_interaction(scopes), exact_ties, _check_cap(max_table))[1])
 
 
 def _check_cap(max_table) -> int:
@@ -150,7 +162,8 @@ class Plan:
         mask = np.asarray(scopes.mask, bool)
         n, (k, m) = int(scopes.num_coords), index.shape
         order, seps = _elimination(_interaction(scopes), exact_ties, max_table)
-        w = max(len(s) for s in seps)
+        self.limits = _limits(seps)
+        w = self.limits.width
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
         clique = np.full((n, slots), n, np.int32)  # slot 0: v; then sep(v); padding: n
@@ -204,8 +217,9 @@ class Plan:
 
 def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
               ) -> Plan:
-    """The :class:`Plan` of ``scopes``; ``ValueError`` (naming the width) when one bucket table,
-    ``2^(w+1)`` entries, would exceed ``max_table`` (an integer >= 2).
+    """The :class:`Plan` of ``scopes`` (its :class:`Limits` in ``plan.limits``); :class:`TooWide`
+    (a ``ValueError`` naming the width) when one bucket table, ``2^(w+1)`` entries, would exceed
+    ``max_table`` (an integer >= 2).
 
     ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
     numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 
 from gsjax import checkpoint, dp, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
-from gsjax.algorithms.kernel import NODE_KINDS, check_solver
+from gsjax.algorithms.kernel import NODE_KINDS, check_solver, dp_applies
 from gsjax.config import (
     AdaptiveAgentConfig,
     AgentConfig,
@@ -41,7 +42,15 @@ from gsjax.config import (
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import Problem, Structure, feature_dim, make_problem, make_structure
 from gsjax.results import flatten, mean_stderr, read_json, read_npz
-from gsjax.runner import Records, RunTotals, SweepResult, auto_chunk, sweep
+from gsjax.runner import (
+    Records,
+    RunTotals,
+    SweepResult,
+    auto_chunk,
+    make_chunked,
+    seed_keys,
+    sweep,
+)
 
 __all__ = [
     "BuiltAlgorithm",
@@ -51,10 +60,15 @@ __all__ = [
     "grid_points",
     "build",
     "run_experiment",
+    "memory_estimate",
+    "memory_needed",
+    "available_memory",
+    "check_memory",
     "summarise",
     "learned_graph_summary",
     "arrays",
     "merge",
+    "merge_parts",
     "run_meta",
     "run_sweeps",
     "run_folder",
@@ -64,6 +78,8 @@ __all__ = [
     "write_results",
 ]
 
+RUN_FILE_SUFFIXES = (".json", ".npz", ".png")  # the kinds of file a run writes in its folder
+
 
 class BuiltAlgorithm(NamedTuple):
     name: str  # the config entry's name
@@ -72,6 +88,7 @@ class BuiltAlgorithm(NamedTuple):
     spec: AgentSpec
     params: AgentParams
     move_cost: float
+    fallback: str | None = None  # why solver 'dp' fell back to spec.solver (agent.dp_fallback)
 
 
 class Built(NamedTuple):
@@ -172,21 +189,32 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSp
     return spec, params
 
 
-def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict) -> AgentSpec:
-    """``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made once per (cap, tie rule)
-    and kept in ``plans``; a ConfigError on the solver when the DP does not apply or its tables
-    would be too wide."""
-    try:
-        ac = entry.agent
-        key = (ac.dp_max_table, ac.dp_exact_ties)
-        if key not in plans:
+def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
+    """``(spec, fallback)``: ``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made
+    once per (cap, tie rule) and kept in ``plans`` (a refusal too), and ``None``; or, when the
+    tables would exceed the cap and ``agent.dp_fallback`` names a solver, ``spec`` with that
+    solver and the reason. Otherwise a ConfigError on the solver when the DP does not apply or
+    its tables would be too wide."""
+    ac, field = entry.agent, f"algorithms.{entry.name}.solver"
+    key = (ac.dp_max_table, ac.dp_exact_ties)
+    if key not in plans:
+        try:
             plans[key] = dp.make_plan(scopes, max_table=key[0], exact_ties=key[1])
-        plan = plans[key]
-        spec = dataclasses.replace(spec, dp_plan=plan)
+        except dp.TooWide as err:
+            plans[key] = err
+    plan = plans[key]
+    too_wide = isinstance(plan, dp.TooWide)
+    if too_wide and dp_applies(structure, entry.algorithm in NODE_KINDS):
+        if ac.dp_fallback != "none":
+            return dataclasses.replace(spec, solver=ac.dp_fallback), plan.reason
+        raise ConfigError(field, f"{plan} (or set agent.dp_fallback = 'pgd' to fall back)")
+    # an entry the DP cannot take is refused by check_solver, fallback or not
+    spec = dataclasses.replace(spec, dp_plan=None if too_wide else plan)
+    try:
         check_solver(structure, spec, per_criterion=entry.algorithm in NODE_KINDS)
     except ValueError as err:
-        raise ConfigError(f"algorithms.{entry.name}.solver", str(err)) from None
-    return spec
+        raise ConfigError(field, str(err)) from None
+    return spec, None
 
 
 def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
@@ -225,8 +253,9 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                 f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
             )
         spec, params = _agent(ac, k, sigma_k, dtype)
+        fallback = None
         if spec.solver == "dp":
-            spec = _dp_spec(spec, scopes, structure, entry, plans)
+            spec, fallback = _dp_spec(spec, scopes, structure, entry, plans)
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [
@@ -237,7 +266,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)
         built_algos.append(
-            BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost))
+            BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost, fallback))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
@@ -315,17 +344,23 @@ ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _buil
 
 
 def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None, progress=None,
-               result=SweepResult, types=None) -> dict:
+               result=SweepResult, types=None, fixed_chunk: bool = False) -> dict:
     """Run the named sweeps of an experiment in order; returns ``{name: result}``.
 
-    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=)`` a
-    runner's sweep with everything else bound. Given a ``folder``, a checkpoint is saved there
-    after every chunk, and one left there by the same config (``digest``) and seed range is
-    resumed: its finished runs are kept, its current run continues (``result``, ``types``: as
-    :func:`gsjax.checkpoint.load`). ``progress(name, horizon, seeds)`` returns a
-    ``callback(done, horizon)`` for a run.
+    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=,
+    chunk_rounds=)`` a runner's sweep with everything else bound. Given a ``folder``, a
+    checkpoint is saved there after every chunk, and one left there by the same config
+    (``digest``) and seed range is resumed: its finished runs are kept, its current run
+    continues (``result``, ``types``: as :func:`gsjax.checkpoint.load`). The resumed run's chunk
+    must divide the checkpoint's round: a ``fixed_chunk`` (the user's ``--chunk``) that does not
+    is refused, an automatic one is cut to their greatest common divisor. ``progress(name,
+    horizon, seeds)`` returns a ``callback(done, horizon)`` for a run. Temporary files a killed
+    write left in ``folder`` are removed once its checkpoint is accepted.
     """
-    ck = None if folder is None else checkpoint.load(folder, result, types)
+    try:
+        ck = None if folder is None else checkpoint.load(folder, result, types)
+    except checkpoint.Unreadable as e:
+        raise ConfigError("<resume>", str(e)) from None
     if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
         raise ConfigError(
             "<resume>",
@@ -333,6 +368,8 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
             f"{seed_start}); refusing to mix them: use another --out, or delete its "
             "checkpoint.npz to start over")
+    if folder is not None:  # the folder is ours now: a killed write's temporary files go
+        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)
     if ck is not None and log is not None:
         log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
             f"{ck['current']} at round {ck['rounds_done']}")
@@ -343,19 +380,32 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
         start = on_chunk = None
         if ck is not None and ck["current"] == name:
             start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
-            if start[1] % chunk:
-                raise ConfigError("--chunk", f"the checkpoint stopped {name} at round {start[1]}: "
-                                  "resume with the interrupted run's chunk size (a divisor of "
-                                  f"it), got {chunk}")
+            chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
         if folder is not None:
 
             def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
                 checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
                                 records)
 
-        done[name] = run(start=start, on_chunk=on_chunk,
+        done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
                          progress=None if progress is None else progress(name, horizon, seeds))
     return done
+
+
+def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) -> int:
+    """The chunk size a run resumed at ``rounds_done`` goes on with (see :func:`run_sweeps`):
+    the chunks then end exactly at the horizon, which both divide."""
+    if rounds_done % chunk == 0:
+        return chunk
+    if fixed:
+        raise ConfigError("--chunk", f"the checkpoint stopped {name} at round {rounds_done}: "
+                          "resume with the interrupted run's chunk size (a divisor of it), got "
+                          f"{chunk}")
+    cut = math.gcd(chunk, rounds_done)
+    if log is not None:
+        log(f"{name}: the checkpoint stopped at round {rounds_done}; going on in chunks of {cut} "
+            f"rounds (the default {chunk} does not divide it)")
+    return cut
 
 
 def run_experiment(
@@ -375,6 +425,7 @@ def run_experiment(
     (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
     ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`.
     """
+    fixed_chunk = chunk_rounds is not None
     if chunk_rounds is None:
         chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
     built = build(cfg, seed_start) if built is None else built
@@ -384,7 +435,7 @@ def run_experiment(
     def run(ba, **hooks):
         res = sweep(root, seed_ids, ba.algo, built.structure, built.problem, ba.params,
                     ba.move_cost, cfg.horizon, cfg.record_every, built.problem_per_seed,
-                    grid=bool(cfg.grid), chunk_rounds=chunk_rounds, **hooks)
+                    grid=bool(cfg.grid), **hooks)
         if log is None:
             return res
         t, timing = res.totals, f"compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s"
@@ -402,8 +453,84 @@ def run_experiment(
     jobs = [(ba.name, cfg.horizon, chunk_rounds, functools.partial(run, ba))
             for ba in built.algorithms]
     runs = run_sweeps(jobs, cfg.seeds, checkpoint_dir, config_hash(cfg), built.seed_start, log,
-                      progress)
+                      progress, fixed_chunk=fixed_chunk)
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
+
+
+def _nbytes(tree) -> int:
+    """Bytes of the arrays (or ``jax.ShapeDtypeStruct``s) of a pytree."""
+    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
+               for x in jax.tree_util.tree_leaves(tree))
+
+
+def memory_estimate(carry, record, records: int, seeds: int, shared=None) -> int:
+    """Bytes a run holds: ``seeds`` x (one seed's ``carry`` + ``records`` x one seed's
+    ``record``) + the ``shared`` arrays once. Each is a pytree of arrays or
+    ``jax.ShapeDtypeStruct``s of ONE seed (a ``[grid]`` run's with its grid axis); XLA's
+    temporaries come on top, so this is a lower bound."""
+    return seeds * (_nbytes(carry) + records * _nbytes(record)) + _nbytes(shared)
+
+
+def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
+    """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (they
+    run one after another) and the per-seed problem, for every seed, and every algorithm's
+    records (all kept until written), from the shapes of a one-seed build; nothing is
+    compiled (``jax.eval_shape``)."""
+    one = build(dataclasses.replace(cfg, seeds=1), seed_start)
+    keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
+    carries, record = [], []
+    for ba in one.algorithms:
+        init_fn, chunk_fn = make_chunked(ba.algo, one.structure, cfg.record_every,
+                                         cfg.record_every, one.problem_per_seed,
+                                         grid=bool(cfg.grid))
+        carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
+        move_cost = jnp.asarray(ba.move_cost, one.dtype)
+        record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
+                                     move_cost)[1])
+        carries.append(carry)
+    per_seed, shared = (one.problem, None) if one.problem_per_seed else (None, one.problem)
+    return memory_estimate((max(carries, key=_nbytes), per_seed), record,
+                           cfg.horizon // cfg.record_every, cfg.seeds, shared)
+
+
+def available_memory() -> tuple[int, str] | None:
+    """``(bytes, where)`` a run may use: the devices' free memory where they report it (GPU,
+    TPU), else the host's available memory (``MemAvailable`` of /proc/meminfo, else
+    ``sysconf``); None when neither is known."""
+    devices = jax.devices()
+    stats = devices[0].memory_stats()
+    if stats and "bytes_limit" in stats:
+        free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+        return free * len(devices), f"free on {len(devices)} x {devices[0].device_kind}"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "available on the host"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free on the host"
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**28 else f"{n / 2**20:,.1f} MiB"
+
+
+def check_memory(need: int, seeds: int, available=None) -> None:
+    """Refuse (a one-line ConfigError on ``seeds``) a run of ``seeds`` seeds needing ``need``
+    bytes (:func:`memory_needed`) when that exceeds ``available`` (``(bytes, where)``,
+    default :func:`available_memory`)."""
+    available = available_memory() if available is None else available
+    if available is None or need <= available[0]:
+        return
+    raise ConfigError("seeds", f"{seeds} seeds would hold at least {_gib(need)} (carry, "
+                               f"records, problem), more than the {_gib(available[0])} "
+                               f"{available[1]}: use fewer seeds, a larger record_every "
+                               "(--set record_every=N), or split the seeds over runs with "
+                               "--seed-start and join them with gsjax merge")
 
 
 def _algo_summary(t, kind: str) -> dict:
@@ -421,6 +548,16 @@ def _algo_summary(t, kind: str) -> dict:
         "reoptimisations": mean_stderr(t.reoptimisations),
         "max_lcb_residual": float(np.max(t.max_lcb_residual)),
     }
+
+
+def _solver_used(ba: BuiltAlgorithm) -> dict:
+    """An entry configured with solver 'dp': ``solver_used`` ('dp' with the elimination width
+    ``dp_width``, or the fallback solver with its reason ``solver_fallback``); others: {}."""
+    if ba.fallback is not None:
+        return {"solver_used": ba.spec.solver, "solver_fallback": ba.fallback}
+    if ba.spec.solver == "dp":
+        return {"solver_used": "dp", "dp_width": ba.spec.dp_plan.limits.width}
+    return {}
 
 
 def learned_graph_summary(final: dict) -> dict:
@@ -467,12 +604,15 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
+    for ba in result.built.algorithms:
+        algos[ba.name].update(_solver_used(ba))
     b = result.built
     p = b.problem
     meta = {
         "name": cfg.name,
         "seeds": int(len(result.seed_ids)),
-        "seed_ids": [int(result.seed_ids[0]), int(result.seed_ids[-1]) + 1],
+        # The global seed ids, start included and stop excluded.
+        "seed_range": {"start": int(result.seed_ids[0]), "stop": int(result.seed_ids[-1]) + 1},
         "horizon": int(result.horizon),
         "dtype": cfg.dtype,
         "num_criteria": b.structure.num_criteria,
@@ -527,22 +667,32 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     return out
 
 
-def merge(folders) -> ExperimentResult:
-    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
-
-    Every folder must hold the same resolved config except ``seeds``, and together their seed
-    ids must form one contiguous range. Per-seed arrays are concatenated in seed order and
-    timings summed; the result is summarised and written like a single run.
-    """
+def merge_parts(folders, parse) -> list[tuple[Path, object, dict, dict]]:
+    """The run folders of a merge as ``(folder, config, arrays, summary)`` in seed order, their
+    configs read with ``parse`` (:func:`gsjax.config.parse_config` or the OCO one); a one-line
+    ``<merge>`` error unless every folder holds a readable run of the same config but for
+    ``seeds``, and together their seed ids form one contiguous range."""
     parts = []
     for folder in map(Path, folders):
         for f in ("config.json", "arrays.npz", "summary.json"):
             if not (folder / f).is_file():
                 raise ConfigError("<merge>", f"{folder}/{f} not found: not a gsjax run folder")
-        parts.append((folder, parse_config(read_json(folder / "config.json")),
-                      read_npz(folder / "arrays.npz"), read_json(folder / "summary.json")))
+        try:
+            files = (read_json(folder / "config.json"), read_npz(folder / "arrays.npz"),
+                     read_json(folder / "summary.json"))
+            seed_ids = files[1]["seed_ids"]
+            if not (isinstance(files[0], dict) and isinstance(files[2], dict) and seed_ids.size):
+                raise ValueError("not a run's files")
+        except Exception as e:  # a damaged npz raises BadZipFile, zlib.error, EOFError, ...
+            raise ConfigError("<merge>", f"{folder}: its files cannot be read ({type(e).__name__}"
+                                         f": {' '.join(str(e).split())})") from None
+        kind = files[0].get("kind", "bandit")
+        if parts and kind != parts[0][1].get("kind", "bandit"):
+            raise ConfigError("<merge>", f"{folder}: a {kind} run, {parts[0][0]} is not")
+        parts.append((folder, *files))
     if not parts:
         raise ConfigError("<merge>", "no run folders given")
+    parts = [(folder, parse(raw), arr, summary) for folder, raw, arr, summary in parts]
     parts.sort(key=lambda p: int(p[2]["seed_ids"][0]))
     first_dir, base, first = parts[0][:3]
     expected = int(first["seed_ids"][0])
@@ -557,7 +707,19 @@ def merge(folders) -> ExperimentResult:
                 "(the folders must cover one contiguous, non-overlapping range)",
             )
         expected = int(arr["seed_ids"][-1]) + 1
-    cfg = dataclasses.replace(base, seeds=sum(len(p[2]["seed_ids"]) for p in parts))
+    return parts
+
+
+def merge(folders) -> ExperimentResult:
+    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
+
+    Every folder must hold the same resolved config except ``seeds``, and together their seed
+    ids must form one contiguous range (:func:`merge_parts`). Per-seed arrays are concatenated
+    in seed order and timings summed; the result is summarised and written like a single run.
+    """
+    parts = merge_parts(folders, parse_config)
+    first = parts[0][2]
+    cfg = dataclasses.replace(parts[0][1], seeds=sum(len(p[2]["seed_ids"]) for p in parts))
     built = build(cfg, seed_start=int(first["seed_ids"][0]))
     axis = 1 if cfg.grid else 0
 
@@ -591,8 +753,9 @@ def _git_commit() -> str | None:
 def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print) -> dict:
     """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
     ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) and
-    ``summary.json``; returns ``summary``."""
+    ``summary.json``; returns ``summary``. Temporary files a killed write left there go first."""
     out = Path(out_dir)
+    results.remove_orphan_tmps_in(out, RUN_FILE_SUFFIXES)
     results.write_json(out / "config.json", config)
     results.write_npz(out / "arrays.npz", arr)
     if plot is not None:

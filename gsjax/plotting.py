@@ -18,6 +18,7 @@ from gsjax.results import atomic_write_bytes
 __all__ = [
     "plot_all",
     "plot_trajectories",
+    "moved_coordinates",
     "plot_curves",
     "plot_per_criterion",
     "plot_grid",
@@ -49,27 +50,68 @@ def _mean_se(x, single=0.0):
     return x.mean(0), se
 
 
-def _band(ax, x, mean, half, label, alpha=0.25, **color):
-    """A line with a shaded band ``mean +- half`` (``color=``: both; default: the cycles')."""
-    ax.plot(x, mean, lw=1.5, label=label, **color)
-    ax.fill_between(x, mean - half, mean + half, alpha=alpha, **color)
+_LINES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_HATCHES = ("", "//", "..", "xx", "\\\\", "--", "++", "oo")
+
+
+def _style(i: int) -> dict:
+    """The i-th algorithm's colour, line style and marker: told apart without colour too."""
+    return {"color": f"C{i % 10}", "ls": _LINES[i % len(_LINES)],
+            "marker": _MARKERS[i % len(_MARKERS)]}
+
+
+def _over_seeds(n: int, what: str = "mean ± 1 s.e.") -> str:
+    """What a band or an error bar is, with the seed count (one seed: no band)."""
+    return f"{what} over {n} seeds" if n > 1 else "one seed (no band)"
+
+
+def _band(ax, x, mean, half, label, alpha=0.15, i=None, **line):
+    """A line with a shaded band ``mean +- half`` (``i``: the algorithm's :func:`_style`, its
+    markers spread over the line and staggered between algorithms, the band's edges drawn;
+    ``line``: plot keywords over it, e.g. ``color=`` alone for a plain line)."""
+    style = {} if i is None else _style(i)
+    style.update(line)
+    if "marker" in style:  # spaced along the drawn line (log axes too), staggered
+        style.update(markevery=(0.03 * (i % 4), 0.12), ms=4)
+    ax.plot(x, mean, lw=1.5, label=label, **style)
+    ax.fill_between(x, mean - half, mean + half, alpha=alpha, color=style.get("color"), lw=0)
+    if i is not None:  # the band's edges in the line's style: overlapping bands stay apart
+        edge = {"color": style["color"], "ls": style["ls"], "lw": 0.7, "alpha": 0.8}
+        ax.plot(x, mean - half, **edge)
+        ax.plot(x, mean + half, **edge)
 
 
 def _grouped_bars(ax, series, labels, capsize=0.0):
-    """One group of bars per label, one bar per ``(name, means, errors)`` of ``series``."""
+    """One group of bars per label, one bar per ``(name, means, errors)`` of ``series`` (each
+    algorithm its own colour and hatch)."""
     width = 0.8 / max(len(series), 1)
     idx = np.arange(len(labels))
     for a, (name, mean, err) in enumerate(series):
-        ax.bar(idx + a * width, mean, width, yerr=err, label=name, capsize=capsize)
+        ax.bar(idx + a * width, mean, width, yerr=err, label=name, capsize=capsize,
+               color=f"C{a % 10}", hatch=_HATCHES[a % len(_HATCHES)], edgecolor="white",
+               error_kw={"ecolor": "k", "lw": 1})
     ax.set_xticks(idx + width * (len(series) - 1) / 2, labels)
 
 
-def _finish(ax, legend: float | None = 8, grid: str = "both", which: str = "major", **props):
-    """``ax.set(**props)``, a legend (its font size; None: none) and a light grid on ``grid``
-    (an axis name or "both") at the ``which`` ticks."""
+def _legend(ax, fontsize: float = 8, below: bool = False, title: str | None = None):
+    """A legend off the data: right of the axes, or ``below`` them (panels side by side)."""
+    if below:
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.16)}
+    else:
+        where = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}
+    return ax.legend(fontsize=fontsize, title=title, title_fontsize=fontsize, borderaxespad=0,
+                     **where)
+
+
+def _finish(ax, legend: float | None = 8, grid: str = "both", which: str = "major",
+            below: bool = False, legend_title: str | None = None, **props):
+    """``ax.set(**props)``, a legend off the data (its font size; None: none; ``below``,
+    ``legend_title``: as :func:`_legend`) and a light grid on ``grid`` (an axis name or
+    "both") at the ``which`` ticks."""
     ax.set(**props)
     if legend:
-        ax.legend(fontsize=legend)
+        _legend(ax, legend, below, legend_title)
     ax.grid(alpha=0.3, axis=grid, which=which)
 
 
@@ -77,32 +119,71 @@ def _names(arrays: dict) -> list[str]:
     return [key.split("/")[0] for key in arrays if key.endswith("/cum_regret")]
 
 
-def plot_trajectories(arrays: dict, path, seed: int = 0, max_coords: int = 2, title: str = ""):
-    """The played state of one seed over time, first coordinates of criterion 0's scope."""
-    plt = _plt()
+def _seeds(arrays: dict) -> int:
+    """The number of seeds of a run's arrays (the seed axis is last for ``[grid]`` totals)."""
+    return int(arrays[f"{_names(arrays)[0]}/totals/prediction_regret"].shape[-1])
+
+
+def moved_coordinates(arrays: dict, max_coords: int = 4) -> np.ndarray:
+    """The (at most ``max_coords``) coordinates whose recorded values moved most, summed over
+    seeds, rounds and algorithms (``|s_t - s_{t-1}|`` between records), in index order; ties
+    go to the lower index."""
+    moves = sum(np.abs(np.diff(arrays[f"{n}/action"].astype(np.float64), axis=1)).sum((0, 1))
+                for n in _names(arrays))
+    top = np.argsort(-moves, kind="stable")[:max_coords]
+    return np.sort(top)
+
+
+def plot_trajectories(arrays: dict, path, max_coords: int = 4, title: str = ""):
+    """What moved: the coordinates that changed most (:func:`moved_coordinates`), one panel
+    each, with per algorithm the mean over seeds of that coordinate's cumulative movement
+    ``sum |s_t[j] - s_{t'}[j]|`` between consecutive recorded rounds (+-1 s.e. band); rounds
+    on a log axis when they span two decades.
+
+    Cumulative movement rather than the played value: ``s*`` is drawn per seed in most configs,
+    so a mean played value only drifts towards the mean of the seeds' optima, and with dense
+    records one seed's excursions make spikes; the cumulative curve rises exactly when and as
+    much as the coordinate moves, so algorithms compare at a glance. Moves between two records
+    are not seen (``record_every`` > 1 gives a lower bound). Each panel's title gives the share
+    of (seed, algorithm) runs that changed the coordinate.
+    """
+    names = _names(arrays)
     rounds = arrays["rounds"]
-    scope = arrays["problem/scopes"][0][arrays["problem/scope_mask"][0]][:max_coords]
-    s_star = arrays["problem/s_star"]
-    fig, axes = plt.subplots(1, len(scope), figsize=(5.5 * len(scope), 3.6), squeeze=False)
-    for ax, j in zip(axes[0], scope):
-        for name in _names(arrays):
-            ax.step(rounds, arrays[f"{name}/action"][seed, :, j], where="post", label=name, lw=1.2)
-        if s_star.ndim == 1:
-            ax.axhline(s_star[j], color="k", ls=":", lw=1, label="s*")
-        ax.set(xlabel="round t", ylabel=f"s_t[{j}]", ylim=(-0.05, 1.05))
-        ax.legend(fontsize=8)
-    fig.suptitle(title or f"state trajectory, seed {seed}")
+    coords = moved_coordinates(arrays, max_coords)
+    fig, axes = _plt().subplots(1, len(coords), figsize=(4.2 * len(coords), 3.4), squeeze=False)
+    for ax, j in zip(axes[0], coords):
+        changed = []
+        for i, name in enumerate(names):
+            steps = np.abs(np.diff(arrays[f"{name}/action"][..., j].astype(np.float64), axis=1,
+                                   prepend=arrays[f"{name}/action"][:, :1, j]))
+            _band(ax, rounds, *_mean_se(np.cumsum(steps, axis=1)), name, i=i)
+            changed.append(steps.sum(1) > 0)
+        ax.set_title(f"coordinate {j}: changed in {np.mean(changed):.0%} of runs", fontsize=9)
+        ax.set(xlabel="round t", ylim=(0, None))
+        if rounds[-1] >= 100 * rounds[0]:
+            ax.set_xscale("log")  # most moves come early
+        ax.grid(alpha=0.3)
+    every = int(rounds[1] - rounds[0]) if len(rounds) > 1 else int(rounds[0])
+    axes[0, 0].set_ylabel(f"cumulative |change| of s_t[j]\n(between records, every {every})")
+    _legend(axes[0, -1], title=_over_seeds(_seeds(arrays)))
+    fig.suptitle(title or "the coordinates that moved most: cumulative movement", y=1.04)
     return _save(fig, path)
 
 
 def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = "", logx: bool = False):
-    """Mean over seeds of a cumulative curve with a +-1 standard-error band."""
-    fig, ax = _plt().subplots(figsize=(5.8, 3.8))
-    for name in _names(arrays):
-        _band(ax, arrays["rounds"], *_mean_se(arrays[f"{name}/{field}"]), name)
+    """Mean over seeds of a cumulative curve with a +-1 standard-error band; the y axis from 0
+    (from the lowest band when a curve goes below 0)."""
+    fig, ax = _plt().subplots(figsize=(6.4, 3.8))
+    lowest = 0.0
+    for i, name in enumerate(_names(arrays)):
+        mean, se = _mean_se(arrays[f"{name}/{field}"])
+        _band(ax, arrays["rounds"], mean, se, name, i=i)
+        lowest = min(lowest, float(np.min(mean - se)))
     if logx:
         ax.set_xscale("log")
-    _finish(ax, xlabel="round t", ylabel=ylabel, title=title)
+    ax.set_ylim(bottom=lowest)
+    _finish(ax, xlabel="round t", ylabel=ylabel, title=title,
+            legend_title=_over_seeds(_seeds(arrays)))
     return _save(fig, path)
 
 
@@ -117,7 +198,9 @@ def plot_per_criterion(arrays: dict, path, title: str = ""):
         _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
         if field == "updates":
             ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
-        _finish(ax, grid="y", xlabel="criterion (clique) id", ylabel=f"{label} per run")
+        _finish(ax, legend=None, grid="y", xlabel="criterion (clique) id",
+                ylabel=f"{label} per run")
+    _legend(axes[1], title=f"bars: {_over_seeds(_seeds(arrays))}")
     fig.suptitle(title or "updates vs actual changes per criterion")
     return _save(fig, path)
 
@@ -146,13 +229,14 @@ def plot_grid(arrays: dict, path, title: str = ""):
     axes_names = [str(a) for a in arrays["grid/names"]]
     values = arrays["grid/values"]
     levels = [np.unique(values[:, j]) for j in range(len(axes_names))]
+    seeds = _seeds(arrays)
     fig, axs = _plt().subplots(1, len(names), figsize=(5.6 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axs[0], names):
         total = _grid_total(arrays, name)
         if len(axes_names) == 1:
             order = np.argsort(values[:, 0])
             ax.plot(values[order, 0], total[order], marker="o")
-            ax.set(xlabel=axes_names[0], ylabel="mean total regret")
+            ax.set(xlabel=axes_names[0], ylabel=f"mean total regret over {seeds} seeds")
         else:
             grid = np.full((len(levels[0]), len(levels[1])), np.inf)
             for g, row in enumerate(values):
@@ -165,7 +249,7 @@ def plot_grid(arrays: dict, path, title: str = ""):
             ax.set(xlabel=axes_names[1], ylabel=axes_names[0])
             for (i, j), v in np.ndenumerate(grid):
                 ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
-            fig.colorbar(im, ax=ax, shrink=0.8, label="mean total regret")
+            fig.colorbar(im, ax=ax, shrink=0.8, label=f"mean total regret over {seeds} seeds")
         ax.set_title(name)
     fig.suptitle(title or "grid: mean total regret (prediction + movement)")
     return _save(fig, path)
@@ -180,24 +264,27 @@ def plot_threshold(arrays: dict, path, title: str = ""):
     by every seed, against ``s*``.
     """
     names = _names(arrays)
+    n = _seeds(arrays)
     s_star = float(arrays["problem/s_star"][0])
     fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8),
                                 gridspec_kw={"width_ratios": [2.2, 1, 1]})
     colors = [f"C{i}" for i in range(len(names))]
     ax = axes[0]
-    for name, c in zip(names, colors):
+    for i, (name, c) in enumerate(zip(names, colors)):
         x = arrays[f"{name}/action"][..., 0].astype(np.float64)  # (S, R)
-        _band(ax, arrays["rounds"], x.mean(0), x.std(0), name, color=c, alpha=0.2)
+        _band(ax, arrays["rounds"], x.mean(0), x.std(0), name, color=c, alpha=0.2,
+              ls=_style(i)["ls"])
     ax.axhline(s_star, color="k", ls="--", lw=1, label=f"τ* = {s_star:.3f}")
-    _finish(ax, xlabel="round t", ylabel="threshold τ_t (mean ± 1 sd over seeds)",
-            ylim=(-0.02, 1.02))
+    _finish(ax, xlabel="round t", ylabel="threshold τ_t", ylim=(-0.02, 1.02), below=True,
+            legend_title=_over_seeds(n, "mean ± 1 sd (spread)"))
     ax = axes[1]
     for i, (name, c) in enumerate(zip(names, colors)):
         mean, se = _mean_se(arrays[f"{name}/totals/movement_cost"])
         ax.bar(i, mean, yerr=se, color=c, capsize=4)
         ax.text(i, mean, f"{mean:.1f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names)
-    _finish(ax, legend=None, grid="y", ylabel="cumulative movement cost at T")
+    _finish(ax, legend=None, grid="y", ylabel="cumulative movement cost at T", ylim=(0, None),
+            title=_over_seeds(n))
     ax = axes[2]
     rng = np.random.default_rng(0)  # horizontal jitter only, for legibility
     for i, (name, c) in enumerate(zip(names, colors)):
@@ -206,7 +293,8 @@ def plot_threshold(arrays: dict, path, title: str = ""):
         ax.errorbar(i + 0.3, final.mean(), yerr=final.std(), fmt="o", color=c, capsize=3)
     ax.axhline(s_star, color="k", ls="--", lw=1)
     ax.set_xticks(range(len(names)), names)
-    _finish(ax, legend=None, grid="y", ylabel="τ_T (each seed; mean ± 1 sd)", ylim=(-0.02, 1.02))
+    _finish(ax, legend=None, grid="y", ylabel="τ_T (each seed; mean ± 1 sd)", ylim=(-0.02, 1.02),
+            title=f"{n} seeds")
     fig.suptitle(title or "threshold trajectory, movement, converged threshold")
     return _save(fig, path)
 
@@ -224,7 +312,7 @@ def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
         name = f"{name} (best grid point)"
     paths += [
         plot_trajectories(arrays, out / "trajectories.png",
-                          title=f"{name}: state trajectory (seed 0)"),
+                          title=f"{name}: the coordinates that moved most"),
         plot_curves(arrays, out / "movement.png", "cum_movement", "cumulative movement cost",
                     title=f"{name}: movement cost"),
         plot_curves(arrays, out / "regret.png", "cum_regret", "cumulative prediction regret",

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "write_json", "write_text", "write_npz", "read_json", "read_npz",
-           "mean_stderr", "flatten"]
+__all__ = ["atomic_write_bytes", "remove_orphan_tmps", "remove_orphan_tmps_in", "write_json",
+           "write_text", "write_npz", "read_json", "read_npz", "mean_stderr", "flatten"]
 
 
 def mean_stderr(x) -> dict:
@@ -81,6 +81,20 @@ def remove_orphan_tmps(path, tags: tuple[str, ...] = ()) -> None:
         if pattern.fullmatch(entry.name):
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()
+
+
+def remove_orphan_tmps_in(folder, suffixes: tuple[str, ...]) -> None:
+    """:func:`remove_orphan_tmps` for every name in ``folder`` ending with one of ``suffixes``
+    that a killed write left a temporary file of (a run folder's ``.json``, ``.npz`` and
+    ``.png`` files); the same locking rule applies."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    orphan = re.compile(rf"\.(.+)\.{_TMP_RANDOM}\.tmp")
+    names = {m[1] for m in map(orphan.fullmatch, (p.name for p in folder.iterdir()))
+             if m and m[1].endswith(suffixes)}
+    for name in names:
+        remove_orphan_tmps(folder / name)
 
 
 def write_text(path, text: str) -> Path:

@@ -38,7 +38,8 @@ def main(tune_dir, grid_dir, out_png):
     b.set_yticks(range(len(betas)), [f"{x:g}" for x in betas])
     b.set_xlabel("trigger ratio c")
     b.set_ylabel("beta")
-    lo, hi = grid["meta"]["seed_ids"]  # the grid's seeds: held-out (S..) or tuning (0..S-1)
+    seeds = grid["meta"]["seed_range"]  # the grid's: held-out (S..) or tuning (0..S-1)
+    lo, hi = seeds["start"], seeds["stop"]
     fig.colorbar(im, ax=b, label=f"hard regret, seeds {lo}..{hi - 1}")
 
     def pos(beta, c):  # fractional grid coordinates (log scale)

@@ -180,7 +180,7 @@ def test_split_seed_ranges_merge_to_the_single_run(tmp_path):
     for name in s_all["algorithms"]:
         for key in ("prediction_regret", "movement_cost", "updates_per_criterion"):
             assert s_all["algorithms"][name][key] == s_m["algorithms"][name][key]
-    assert s_m["meta"]["seed_ids"] == [0, 7]
+    assert s_m["meta"]["seed_range"] == {"start": 0, "stop": 7}
     # Overlapping or gapped ranges are refused.
     rc = cli.main(["merge", str(tmp_path / "x"), str(tmp_path / "a"), str(tmp_path / "all")])
     assert rc == 2

@@ -7,6 +7,7 @@ coordinate, and the lowest ``p`` among the values within ``64 eps max(1, |min|)`
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import jax
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsjax import dp, experiment, graphs, lcb
+from gsjax import cli, dp, experiment, graphs, lcb
 from gsjax import problem as P
 from gsjax.algorithms import AgentSpec, make
 from gsjax.config import ConfigError, parse_config
@@ -145,8 +146,11 @@ def test_limits_and_cap():
     assert dp.limits(chain) == (2, 8, 30 * 8)
     assert dp.limits(ring) == (4, 32, 30 * 32)
     assert dp.make_plan(ring).width == 4
-    with pytest.raises(ValueError, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"):
+    assert dp.make_plan(ring).limits == (4, 32, 30 * 32)
+    with pytest.raises(dp.TooWide, match=r"^dp: elimination width >= 4 needs tables of >= 2\^5"
+                       ) as err:
         dp.make_plan(ring, max_table=16)
+    assert (err.value.width, err.value.table, err.value.max_table) == (4, 32, 16)
     with pytest.raises(ValueError, match="elimination width >= 4"):
         dp.limits(ring, max_table=31)
     with pytest.raises(ValueError, match="max_table: must be an integer >= 2"):
@@ -272,3 +276,137 @@ def test_min_fill_tree_config_runs_like_vertex():
         for field in a.totals._fields:
             np.testing.assert_array_equal(getattr(a.totals, field), getattr(b.totals, field),
                                           err_msg=f"{name} totals.{field}")
+
+
+RING8_TOML = """
+name = "ring8_dp"
+seeds = 2
+horizon = 24
+record_every = 6
+[problem]
+structure = "graph"
+graph = "edges"
+num_nodes = 8
+edges = [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7], [7, 0]]
+[problem.theta]
+distribution = "normal"
+scale = 0.5
+seed = 4
+per_seed = true
+[problem.noise]
+sigma = 0.3
+[agent]
+solver = "dp"
+beta = 0.6
+pgd_steps = 5
+pgd_starts = 2
+[algorithms.linucb]
+[algorithms.lazy]
+[algorithms.async_pgd]
+algorithm = "async_lazy"
+solver = "pgd"
+"""
+
+
+MACHINE = {"compile_seconds", "run_seconds", "wall_seconds", "config_hash", "git_commit"}
+
+
+def _results(doc):
+    """A summary without the facts about the machine and the config's hash."""
+    if isinstance(doc, dict):
+        return {k: _results(v) for k, v in doc.items() if k not in MACHINE}
+    return doc
+
+
+def _gsjax(capsys, *argv):
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out.splitlines(), err.strip().splitlines()
+
+
+def test_check_reports_width_and_tables(tmp_path, capsys):
+    """``gsjax check``: one line per dp entry with its width and table sizes, none for the
+    PGD entry. The closed neighbourhoods of a ring share scopes at distance <= 2: the square
+    of the cycle, of treewidth 4, so one bucket holds 2^5 entries and the 8 buckets of a
+    float32 solve 8 * 32 * 4 bytes = 1 KiB."""
+    cfg = tmp_path / "ring8.toml"
+    cfg.write_text(RING8_TOML)
+    rc, out, err = _gsjax(capsys, "check", str(cfg))
+    assert (rc, err) == (0, [])
+    assert out[0] == f"{cfg}: ok (ring8_dp, 3 algorithms)" and len(out) == 3
+    for line, name in zip(out[1:], ("linucb", "lazy")):
+        assert line == (f"  algorithms.{name}: solver 'dp', elimination width 4, largest table "
+                        "32 entries, all tables 256 entries (1 KiB a solve in float32, up to "
+                        "2 KiB for 2 seeds)")
+    rc, out, _ = _gsjax(capsys, "check", str(cfg), "--set", "dtype=float64", "--set",
+                        "seeds=1024")
+    assert out[1].endswith("(2 KiB a solve in float64, up to 2 MiB for 1024 seeds)")
+
+
+def test_too_wide_is_refused_in_one_line_or_falls_back(tmp_path, capsys):
+    """Tables over ``agent.dp_max_table`` (16 < 2^5): ``check`` and ``run`` refuse with one
+    line naming the entry, the width and the table size, exit 2, before anything is built on
+    disk; with ``agent.dp_fallback = 'pgd'`` check names the fallback, and the run equals a
+    direct PGD run of the same config except for summary.json's ``solver_used`` and reason."""
+    cfg = tmp_path / "ring8.toml"
+    cfg.write_text(RING8_TOML)
+    cap = ["--set", "agent.dp_max_table=16"]
+    want = ("error: algorithms.linucb.solver: dp: elimination width >= 4 needs tables of "
+            ">= 2^5 entries, over max_table = 16; use solver 'pgd' (or set agent.dp_fallback "
+            "= 'pgd' to fall back)")
+    assert _gsjax(capsys, "check", str(cfg), *cap) == (2, [], [want])
+    out_dir = tmp_path / "refused"
+    assert _gsjax(capsys, "run", str(cfg), "--quiet", "--out", str(out_dir), *cap) == (
+        2, [], [want])
+    assert not out_dir.exists()
+    assert _gsjax(capsys, "check", str(cfg), *cap, "--set", "agent.dp_fallback=dp")[2] == [
+        "error: agent.dp_fallback: must be one of 'none', 'pgd'; got 'dp'"]
+
+    fallback = [*cap, "--set", "agent.dp_fallback=pgd"]
+    rc, out, err = _gsjax(capsys, "check", str(cfg), *fallback)
+    reason = "elimination width >= 4 needs tables of >= 2^5 entries, over max_table = 16"
+    assert (rc, err, out[1:]) == (0, [], [
+        f"  algorithms.{name}: solver 'dp' falls back to 'pgd' (agent.dp_fallback): {reason}"
+        for name in ("linucb", "lazy")])
+    runs = {"fallback": fallback, "pgd": ["--set", "agent.solver=pgd"]}
+    for tag, sets in runs.items():
+        assert _gsjax(capsys, "run", str(cfg), "--quiet", "--out", str(tmp_path / tag),
+                      *sets)[0] == 0
+    summaries = {tag: json.loads((tmp_path / tag / "summary.json").read_text()) for tag in runs}
+    for name in ("linucb", "lazy"):
+        used = summaries["fallback"]["algorithms"][name]
+        assert (used.pop("solver_used"), used.pop("solver_fallback")) == ("pgd", reason)
+    assert _results(summaries["fallback"]) == _results(summaries["pgd"])
+    arrays = {tag: np.load(tmp_path / tag / "arrays.npz") for tag in runs}
+    assert sorted(arrays["fallback"].files) == sorted(arrays["pgd"].files)
+    for key in arrays["pgd"].files:
+        np.testing.assert_array_equal(arrays["fallback"][key], arrays["pgd"][key], err_msg=key)
+    assert np.sum(arrays["pgd"]["lazy/totals/updates"]) > 0
+
+
+def test_summary_names_the_dp_solver(tmp_path, capsys):
+    """A dp entry's summary says ``solver_used = 'dp'`` and the width; other entries say
+    nothing new."""
+    cfg = tmp_path / "ring8.toml"
+    cfg.write_text(RING8_TOML)
+    assert _gsjax(capsys, "run", str(cfg), "--quiet", "--out", str(tmp_path / "r"),
+                  "--set", "horizon=6")[0] == 0
+    algos = json.loads((tmp_path / "r" / "summary.json").read_text())["algorithms"]
+    for name in ("linucb", "lazy"):
+        assert (algos[name]["solver_used"], algos[name]["dp_width"]) == ("dp", 4)
+    assert not {"solver_used", "dp_width", "solver_fallback"} & set(algos["async_pgd"])
+
+
+def test_fallback_does_not_cover_an_entry_the_dp_cannot_take(tmp_path, capsys):
+    """``agent.dp_fallback`` replaces a too-wide DP by PGD only where the DP applies: quadratic
+    features (or a joint / adaptive entry) with ``solver = 'dp'`` are refused, fallback or not
+    (the fallback used to run them with PGD silently when the tables were also too wide)."""
+    cfg = tmp_path / "ring8.toml"
+    cfg.write_text(RING8_TOML)
+    args = ["check", str(cfg), "--set", "problem.features=quadratic", "--set",
+            "agent.dp_max_table=16"]
+    for extra in ([], ["--set", "agent.dp_fallback=pgd"]):
+        rc, out, err = _gsjax(capsys, *args, *extra)
+        assert rc == 2 and out == [] and len(err) == 1, (extra, err)
+        assert err[0].startswith("error: algorithms.linucb.solver: solver 'dp' needs "
+                                 "per-criterion linear features"), err

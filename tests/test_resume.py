@@ -242,4 +242,5 @@ def test_resume_keeps_the_folders_seed_start(tmp_path, capsys):
     with np.load(ref / "arrays.npz") as a:
         assert a["seed_ids"].tolist() == list(range(2, 8))
     _assert_same_arrays(ref, out)
-    assert json.loads((out / "summary.json").read_text())["meta"]["seed_ids"] == [2, 8]
+    meta = json.loads((out / "summary.json").read_text())["meta"]
+    assert meta["seed_range"] == {"start": 2, "stop": 8}

@@ -43,7 +43,8 @@ from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
 __all__ = ["Estimator", "make_kernel", "ridge", "solve_objective", "exploration_radius",
-           "oful_norm_sq", "refresh_now", "check_solver", "node_recipe", "NODE_KINDS"]
+           "oful_norm_sq", "refresh_now", "check_solver", "dp_applies", "node_recipe",
+           "NODE_KINDS"]
 
 NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
@@ -100,8 +101,7 @@ def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = Fa
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
     if spec.solver != "dp":
         return
-    if not (per_criterion and structure.features == "linear"
-            and structure.env.coordinate_model):
+    if not dp_applies(structure, per_criterion):
         raise ValueError("solver 'dp' needs per-criterion linear features (linucb, lazy, "
                          "async_lazy on the linear model); use 'vertex' or 'pgd'")
     plan = spec.dp_plan
@@ -109,6 +109,12 @@ def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = Fa
             structure.num_coords, structure.num_criteria, structure.scope_size):
         raise ValueError("solver 'dp': spec.dp_plan must be gsjax.dp.make_plan(scopes) of "
                          "this structure's scopes")
+
+
+def dp_applies(structure: Structure, per_criterion: bool) -> bool:
+    """Whether solver ``"dp"`` can minimise this LCB: per-criterion (``per_criterion``: the
+    node kinds) linear terms on the linear model's coordinates."""
+    return per_criterion and structure.features == "linear" and structure.env.coordinate_model
 
 
 def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Objective, s_init,

@@ -13,6 +13,7 @@ beside the paper's (Section 6.3), and :func:`tradeoff` the best budget.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -25,17 +26,19 @@ import numpy as np
 
 from gsjax import results
 from gsjax.config import ConfigError, default_record_every, dict_hash
-from gsjax.experiment import run_folder, run_meta, run_sweeps, write_folder
+from gsjax.experiment import (memory_estimate, merge_parts, run_folder, run_meta, run_sweeps,
+                              write_folder)
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
-from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, sweep
-from gsjax.runner import auto_chunk
+from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, hindsight, make_chunked, sweep
+from gsjax.runner import auto_chunk, seed_keys
 
 __all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "config_digest",
            "OCORun", "OCOExperiment", "run_experiment", "summarise", "fit_exponents", "tradeoff",
-           "arrays", "write_results", "run_and_write", "paper_exponents", "replot"]
+           "arrays", "merge", "write_results", "run_and_write", "paper_exponents", "replot",
+           "memory_needed"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -141,9 +144,9 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
             for e in cfg.algorithms:
                 plan[f"{e.name}/T{T}"] = (e, T, every, chunk, *entry_params(cfg, e, T, dtype))
 
-        def run(e, T, every, chunk, params, budgets, **hooks):
+        def run(e, T, every, params, budgets, **hooks):
             out = sweep(root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
-                        every, cfg.record_seeds, chunk, **hooks)
+                        every, cfg.record_seeds, **hooks)
             if log is not None:
                 tot = out.result.loss_regret.sum(-1).mean(0)
                 mv = out.result.movement.sum(-1).mean(0)
@@ -152,14 +155,44 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                     f"run {out.run_seconds:.1f}s)")
             return out
 
-        done = run_sweeps([(name, p[1], p[3], functools.partial(run, *p))
-                           for name, p in plan.items()],
+        done = run_sweeps([(name, T, chunk, functools.partial(run, e, T, every, params, budgets))
+                           for name, (e, T, every, chunk, params, budgets) in plan.items()],
                           cfg.seeds, checkpoint_dir, config_digest(cfg), seed_start, log,
-                          progress, SweepOutput, {"result": OCOResult, "records": OCORecords})
+                          progress, SweepOutput, {"result": OCOResult, "records": OCORecords},
+                          fixed_chunk=chunk_rounds is not None)
     runs = {(e.name, T): OCORun(e, T, budgets, np.asarray(params.p), np.asarray(params.eta),
                                 done[name], every)
             for name, (e, T, every, _, params, budgets) in plan.items()}
     return OCOExperiment(cfg, seed_ids, runs)
+
+
+def memory_needed(cfg: OCOConfig) -> int:
+    """:func:`gsjax.experiment.memory_estimate` of a run of ``cfg``: the largest carry of its
+    (entry, horizon) runs for every seed, every run's results for every seed and its records
+    for the first ``record_seeds``, from ``jax.eval_shape`` on one seed; nothing compiled."""
+    check(cfg)
+    spec = spec_of(cfg)
+    carry, kept = 0, 0
+    with jax.enable_x64(cfg.dtype == "float64"):
+        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+        pc = cfg.problem
+        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                               dtype)
+        keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
+        for T in cfg.horizons:
+            every = record_every(cfg, T)
+            for e in cfg.algorithms:
+                params = entry_params(cfg, e, T, dtype)[0]
+                init_fn, chunk_fn = make_chunked(algs.make(e.algorithm, spec), spec, T, every,
+                                                 every, cfg.record_seeds)
+                c = jax.eval_shape(init_fn, keys, problem, params)
+                record = jax.eval_shape(chunk_fn, c, 0, keys, problem, params)[1]
+                result = jax.eval_shape(jax.vmap(lambda c, prob, T=T: hindsight(c, spec, prob, T),
+                                                 in_axes=(0, None)), c, problem)
+                carry = max(carry, memory_estimate(c, None, 0, cfg.seeds))
+                kept += memory_estimate(result, None, 0, cfg.seeds)
+                kept += memory_estimate(None, record, T // every, min(cfg.record_seeds, cfg.seeds))
+    return carry + kept
 
 
 def _span(x) -> str:
@@ -326,6 +359,37 @@ def arrays(exp: OCOExperiment) -> dict:
             out[f"{pre}/rounds"] = np.arange(run.record_every, T + 1, run.record_every)
             out.update(results.flatten(f"{pre}/records", run.out.records))
     return out
+
+
+def merge(folders) -> tuple[OCOExperiment, dict]:
+    """Combine run folders of one config over disjoint seed ranges, as
+    :func:`gsjax.experiment.merge`: per-seed results concatenated in seed order, the records of
+    the first ``record_seeds`` seeds kept (as one run over the whole range keeps them). Returns
+    the experiment and the ``meta`` timings summed over the folders (an OCO folder keeps only
+    their sums), for :func:`write_results`' ``extra_meta``."""
+    parts = merge_parts(folders, parse_oco_config)
+    arrs = [arr for _, _, arr, _ in parts]
+    seed_ids = np.concatenate([arr["seed_ids"] for arr in arrs])
+    cfg = dataclasses.replace(parts[0][1], seeds=len(seed_ids))
+    check(cfg)
+
+    def cat(prefix, fields, keep=None):  # None when the folders have no such arrays
+        if f"{prefix}/{fields[0]}" not in arrs[0]:
+            return None
+        return [np.concatenate([arr[f"{prefix}/{f}"] for arr in arrs])[:keep] for f in fields]
+
+    runs = {}
+    for e in cfg.algorithms:
+        for T in cfg.horizons:
+            pre = f"{e.name}/T{T}"
+            records = cat(f"{pre}/records", OCORecords._fields, cfg.record_seeds)
+            out = SweepOutput(OCOResult(*cat(pre, OCOResult._fields)),
+                              None if records is None else OCORecords(*records), 0.0, 0.0)
+            runs[(e.name, T)] = OCORun(e, T, arrs[0][f"{pre}/budgets"], arrs[0][f"{pre}/p"],
+                                       arrs[0][f"{pre}/eta"], out, record_every(cfg, T))
+    timings = {t: sum(summary["meta"][t] for *_, summary in parts)
+               for t in ("compile_seconds", "run_seconds")}
+    return OCOExperiment(cfg, seed_ids, runs), timings
 
 
 def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,

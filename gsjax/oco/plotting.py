@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsjax.plotting import _finish, _grouped_bars, _plt, _save
+from gsjax.plotting import _MARKERS, _finish, _grouped_bars, _legend, _over_seeds, _plt, _save
 
 __all__ = ["plot_all", "plot_rates", "plot_tradeoff", "plot_per_component", "plot_trajectory"]
 
@@ -35,20 +35,23 @@ def plot_rates(summary: dict, entry: str, path) -> Path:
     for ax, q, title in zip(axes, ("loss_regret", "movement", "total_regret"),
                             ("loss regret", "movement (l1)",
                              f"total regret (λ = {summary['meta']['move_cost']:g})")):
-        for row in rows:
+        for m, row in enumerate(rows):
             means = np.asarray(row[q]["means"], float)
             if np.any(means <= 0):
                 continue
             e = row[q]["exponent"]
-            line, = ax.loglog(Ts, means, "o-", lw=1.2, ms=4,
+            line, = ax.loglog(Ts, means, "-", marker=_MARKERS[m % len(_MARKERS)], lw=1.2, ms=4,
                               label=f"M=T^{_fmt_alpha(row['budget_exponent'])}: {e:.3f} "
                                     f"(paper {row['paper'][q]:.3g})")
             ref = means[0] * (Ts / Ts[0]) ** row["paper"][q]
             ax.loglog(Ts, ref, ":", color=line.get_color(), lw=1)
         ax.set_title(f"{title}\nmeasured exponent (paper's, dotted)", fontsize=9)
         # no legend when every mean is <= 0
-        _finish(ax, 7 if ax.get_legend_handles_labels()[0] else None, which="both", xlabel="T")
-    fig.suptitle(f"{summary['meta']['name']}: {entry}", fontsize=10, y=1.04)
+        _finish(ax, 7 if ax.get_legend_handles_labels()[0] else None, which="both", xlabel="T",
+                below=True)
+    axes[0].set_ylabel(f"mean over {summary['meta']['seeds']} seeds")
+    fig.suptitle(f"{summary['meta']['name']}: {entry}; means over {summary['meta']['seeds']} "
+                 "seeds (the exponents' s.e. are in summary.json)", fontsize=10, y=1.04)
     return _save(fig, path)
 
 
@@ -65,14 +68,18 @@ def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
     M = M[order]
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
     ax.errorbar(M, lr, yerr=lr_se, fmt="o-", color="k", lw=1.4, ms=3, label="loss regret")
-    for lam in move_costs:
-        line, = ax.plot(M, lr + lam * mv, "s-", lw=1.2, ms=3, label=f"total, λ = {lam:g}")
-        ax.plot(M, lam * mv, "--", color=line.get_color(), lw=1, label=f"λ·movement, λ = {lam:g}")
+    for m, lam in enumerate(move_costs):
+        line, = ax.plot(M, lr + lam * mv, "-", marker=_MARKERS[(m + 1) % len(_MARKERS)], lw=1.2,
+                        ms=4, label=f"total, λ = {lam:g}")
+        ax.plot(M, lam * mv, "--", color=line.get_color(), lw=1,
+                label=f"λ·movement, λ = {lam:g}")
         j = int(np.argmin(lr + lam * mv))
         ax.plot([M[j]], [lr[j] + lam * mv[j]], "*", color=line.get_color(), ms=12)
+    seeds = summary["meta"]["seeds"]
     ax.set_title(f"{summary['meta']['name']}: {entry}, T = {T} (★ best M per λ)", fontsize=9)
     _finish(ax, 7, which="both", xscale="log", yscale="log",
-            xlabel="switching budget M (expected switches)", ylabel="mean over seeds")
+            xlabel="switching budget M (expected switches)", ylabel=f"mean over {seeds} seeds",
+            legend_title=f"loss regret: {_over_seeds(seeds)}")
     return _save(fig, path)
 
 
@@ -92,7 +99,7 @@ def plot_per_component(summary: dict, path) -> Path | None:
         ax.set_title(f"{title} per component, T = {T}", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[2].set_yscale("log")
-    axes[0].legend(fontsize=7)
+    _legend(axes[2], 7, title=f"bars: {_over_seeds(summary['meta']['seeds'])}")
     return _save(fig, path)
 
 
@@ -115,7 +122,7 @@ def plot_trajectory(cfg, arrays: dict, path, max_points: int = 3) -> Path | None
         ax.set_ylabel("coordinate 0")
         ax.set_title(f"{e.name}, T = {T}, M = {M[j, 0]:.0f} (seed 0)", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    _legend(axes[0, 0], 7, title="one seed (seed 0), no band")
     axes[-1, 0].set_xlabel("round")
     fig.tight_layout()
     return _save(fig, path)
