@@ -107,6 +107,9 @@ def use_compilation_cache(directory) -> str | None:
     path = Path(directory).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
+    # every program, not only those that took over a second to compile: which programs are
+    # cached does not then depend on the machine's load
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return str(path)
 
 

@@ -45,3 +45,16 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("GSJAX_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert runner.default_cache_dir() == tmp_path / "gsjax" / "xla"
+
+
+def test_cli_flags_choose_the_cache(tmp_path):
+    """``--cache-dir`` names the folder; ``--no-cache`` wins over it and the environment."""
+    base = [sys.executable, "-m", "gsjax", "run", "section7_1", "--seeds", "2", "--horizon",
+            "20", "--quiet", "--force"]
+    env = {**os.environ, "GSJAX_CACHE_DIR": str(tmp_path / "from_env")}
+    subprocess.run(base + ["--out", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "flag")],
+                   check=True, env=env, cwd=tmp_path)
+    assert any((tmp_path / "flag").iterdir()) and not (tmp_path / "from_env").exists()
+    subprocess.run(base + ["--out", str(tmp_path / "b"), "--no-cache", "--cache-dir",
+                           str(tmp_path / "never")], check=True, env=env, cwd=tmp_path)
+    assert not (tmp_path / "never").exists() and not (tmp_path / "from_env").exists()
