@@ -335,7 +335,8 @@ def _targets_markdown(res) -> list[str]:
     warm = [r["compile_seconds_warm"] for r in rows if r.get("compile_seconds_warm")]
     if warm:
         out.append(f"* warm-cache compile < 2 s: `runner.sweep` recompiled from the persistent "
-                   f"cache in {_fmt(max(warm), 2)} s at most (the CLI has no cache yet) -- "
+                   f"cache in {_fmt(max(warm), 2)} s at most (the CLI keeps one by default: "
+                   f"`--cache-dir`, `--no-cache`) -- "
                    f"{'holds' if max(warm) < 2 else 'not met'} in-process.")
     cli = res.get("cli")
     if cli and "algorithms" in cli:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from gsjax import checkpoint, commands, experiment, plotting, results, tune, tuner_cli
+from gsjax import checkpoint, commands, experiment, plotting, results, runner, tune, tuner_cli
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -350,6 +350,11 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                    help="delete the run files already in the output folder (config, summary, "
                         "arrays, figures, checkpoint) first; without it a finished run of "
                         "another config there is refused")
+    r.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="keep compiled programs in DIR (default: $GSJAX_CACHE_DIR, else "
+                        "~/.cache/gsjax/xla; a later run of the same shapes loads them)")
+    r.add_argument("--no-cache", action="store_true",
+                   help="no persistent compilation cache (GSJAX_CACHE_DIR=off does the same)")
     r.set_defaults(func=_cmd_run)
 
     ls = sub.add_parser("list", help=commands.COMMANDS["list"])
@@ -381,6 +386,9 @@ def main(argv=None, extra=()) -> int:
 
     The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce``."""
     args = build_parser(extra).parse_args(argv)
+    cache = None if getattr(args, "no_cache", False) else (
+        getattr(args, "cache_dir", None) or runner.default_cache_dir())
+    runner.use_compilation_cache(cache)
     try:
         return args.func(args)
     except ConfigError as e:

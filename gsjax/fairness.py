@@ -275,8 +275,8 @@ class AdultEnv(Environment):
     name: ClassVar[str] = "adult"
     coordinate_model: ClassVar[bool] = False
 
-    def observe(self, key, structure, problem, s):
-        return observe(key, self.spec, problem.env_data, s)
+    def observe(self, draws, structure, problem, s):
+        return observe(draws.key, self.spec, problem.env_data, s)
 
     def describe(self, problem) -> dict:
         return {"adult": {**describe(problem), **dataclasses.asdict(self.spec)}}

@@ -161,10 +161,10 @@ def minimise_objective_pgd(key, value, s_init, free, *, num_steps: int, num_star
     grad = jax.grad(value)
     n = s_init.shape[-1]
     if include_current:
-        rand = jax.random.uniform(key, (num_starts - 1, n), s_init.dtype)
+        rand = jax.random.uniform(key, (num_starts - 1, n), jnp.float32).astype(s_init.dtype)
         starts = jnp.concatenate([s_init[None], rand], axis=0)
     else:
-        starts = jax.random.uniform(key, (num_starts, n), s_init.dtype)
+        starts = jax.random.uniform(key, (num_starts, n), jnp.float32).astype(s_init.dtype)
     starts = jnp.where(free, starts, s_init)
     if optimizer == "adam":
         opt = optax.adam(learning_rate)

@@ -12,9 +12,11 @@ Philox-4x32-10 is that of Salmon et al. (SC'11, the Random123 library): ten roun
 
 Normals use the inverse-CDF transform ``z = sqrt(2) erfinv(2u - 1)`` (as ``jax.random.normal``)
 of one uniform ``u`` in the open interval (0, 1) each: with ``precision="float32"`` a uniform
-takes the top 24 bits of one word and a Philox block gives four normals; with ``"float64"``
-(needs ``jax_enable_x64``) it takes 53 bits of two words and a block gives two. ``2u - 1`` is
-exact in either precision. (Box--Muller was measured 3x slower on CPU: XLA's float32 sin and
+takes the top 23 bits of one word and a Philox block gives four normals; with ``"float64"``
+(needs ``jax_enable_x64``) it takes 52 bits of two words and a block gives two. ``u`` and
+``2u - 1`` are exact in either precision, so ``|2u - 1| < 1`` and every normal is finite (one
+bit more, ``u = (m + 0.5) 2^-24`` with 24 bits, rounds its largest value to 1.0 in float32,
+and ``erfinv(1) = inf``: one draw in 2^24 infinite, hit by Section 7.2's 10^5-round run). (Box--Muller was measured 3x slower on CPU: XLA's float32 sin and
 cos cost more than its erfinv.) The precision of the draw is a property of the stream, not of the
 consumer: cast the result, so that float32 and float64 runs of a seed see the same noise.
 """
@@ -77,9 +79,9 @@ def _words(root, seed_id, round_, stream, num: int) -> list[jax.Array]:
 def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
     """``(num, *batch)`` uniforms in the open interval (0, 1), in ``precision``.
 
-    float32: uniform ``i`` is ``((w_i >> 8) + 0.5) 2^-24`` of word ``i``; float64: it is
-    ``((a >> 5) 2^26 + (b >> 6) + 0.5) 2^-53`` of words ``a = w_2i``, ``b = w_2i+1`` (NumPy's
-    53-bit construction, shifted by half a step off zero).
+    float32: uniform ``i`` is ``((w_i >> 9) + 0.5) 2^-23`` of word ``i``; float64: it is
+    ``((a >> 6) 2^26 + (b >> 6) + 0.5) 2^-52`` of words ``a = w_2i``, ``b = w_2i+1``: the grid
+    of a full mantissa shifted by half a step off 0 and 1, every value exact.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
@@ -87,11 +89,11 @@ def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float3
         raise ValueError("precision: 'float64' draws need jax_enable_x64")
     if precision == "float32":
         words = _words(root, seed_id, round_, stream, num)
-        return jnp.stack([((w >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+        return jnp.stack([((w >> 9).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-23)
                           for w in words])
     words = _words(root, seed_id, round_, stream, 2 * num)
-    return jnp.stack([((a >> 5).astype(jnp.float64) * 67108864.0 + (b >> 6).astype(jnp.float64)
-                       + 0.5) * 2.0**-53 for a, b in zip(words[0::2], words[1::2])])
+    return jnp.stack([((a >> 6).astype(jnp.float64) * 67108864.0 + (b >> 6).astype(jnp.float64)
+                       + 0.5) * 2.0**-52 for a, b in zip(words[0::2], words[1::2])])
 
 
 def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:

@@ -40,6 +40,7 @@ from gsjax.checks import (
     positive_integer,
     shape_and_values,
 )
+from gsjax import philox
 from gsjax.graphs import Scopes, check_scopes, scopes_are_disjoint
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
     "all_features",
     "expected_losses",
     "total_loss",
+    "Draws",
+    "round_draws",
     "draw_noise",
     "observe",
     "linear_coefficients",
@@ -68,6 +71,9 @@ __all__ = [
 ]
 
 FEATURE_KINDS = ("linear", "quadratic", "rff")
+#: The precision of every random draw of a problem or a round, whatever the run's dtype (drawn,
+#: then cast): float32 and float64 runs of a seed see the same theta*, frequencies and noise.
+_DRAW = jnp.float32
 NOISE_KINDS = ("independent", "correlated")
 THETA_DISTRIBUTIONS = ("explicit", "normal", "uniform", "signal")
 
@@ -338,23 +344,52 @@ def total_loss(structure: Structure, problem: Problem, s: jax.Array) -> jax.Arra
     return jnp.sum(expected_losses(structure, problem, s))
 
 
-def draw_noise(key: jax.Array, structure: Structure, problem: Problem) -> jax.Array:
+class Draws(NamedTuple):
+    """The randomness of one seed's round ``t`` (DESIGN section 3), for the environment.
+
+    ``normals`` come from Philox-4x32-10 (:mod:`gsjax.philox`) keyed by ``words``, the two
+    uint32 words of the seed's key ``fold_in(root, seed id)``, with the counter
+    ``(block, t, stream, 0)``: a pure function of (root, global seed id, round), so a seed's
+    draws do not depend on batch size, chunking, devices or resume point, and XLA fuses them
+    into the round. They are float32-precision draws cast to the consumer's dtype, so float32
+    and float64 runs of a seed see the same noise. ``key`` is the threefry key
+    ``fold_in(fold_in(seed_key, t), 0)`` for environments that sample with ``jax.random`` (UCI
+    Adult's batches); XLA drops it from programs that do not read it.
+    """
+
+    words: jax.Array  # (2,) uint32: the seed key's data, Philox's key
+    round: jax.Array  # () uint32: the round t
+    key: jax.Array  # threefry key of the round's environment draws
+
+    def normals(self, num: int, dtype, stream: int = 0) -> jax.Array:
+        """(num,) standard normals of stream ``stream`` of this round, in ``dtype``."""
+        return philox.normals(self.words[0], self.words[1], self.round, num, stream).astype(dtype)
+
+
+def round_draws(seed_key: jax.Array, t) -> Draws:
+    """:class:`Draws` of round ``t`` of the seed with key ``seed_key`` (``fold_in(root, id)``)."""
+    return Draws(words=jax.random.key_data(seed_key), round=jnp.asarray(t, jnp.uint32),
+                 key=jax.random.fold_in(jax.random.fold_in(seed_key, t), 0))
+
+
+def draw_noise(draws: Draws, structure: Structure, problem: Problem) -> jax.Array:
     """(k,) noise ``eta_t`` for one round; independent of the played state.
 
     ``independent``: ``eta_i = sigma_i xi_i``. ``correlated`` (Section 3.1): one latent
-    ``xi_j ~ N(0, sigma_j^2)`` per coordinate and ``eta_i = sum_{j in N(i)} xi_j``.
+    ``xi_j ~ N(0, sigma_j^2)`` per coordinate and ``eta_i = sum_{j in N(i)} xi_j``. The
+    ``xi`` are ``draws.normals`` (Philox, stream 0).
     """
     dtype = problem.dtype
     if structure.noise == "independent":
-        xi = jax.random.normal(key, (structure.num_criteria,), dtype)
-        return problem.noise_sigma * xi
-    xi = problem.noise_sigma * jax.random.normal(key, (structure.num_coords,), dtype)
+        return problem.noise_sigma * draws.normals(structure.num_criteria, dtype)
+    xi = problem.noise_sigma * draws.normals(structure.num_coords, dtype)
     return jnp.sum(jnp.where(problem.scope_mask, xi[problem.scopes], 0.0), axis=-1)
 
 
-def observe(key: jax.Array, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
-    """Feedback at the played state ``s`` (n,), from the structure's environment."""
-    return structure.env.observe(key, structure, problem, s)
+def observe(draws: Draws, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
+    """Feedback at the played state ``s`` (n,), from the structure's environment; ``draws``:
+    the round's :class:`Draws` (:func:`round_draws`)."""
+    return structure.env.observe(draws, structure, problem, s)
 
 
 def linear_coefficients(structure: Structure, problem: Problem) -> jax.Array:
@@ -373,7 +408,8 @@ class Environment:
     optional fields that other environments leave None). A subclass overrides what differs:
 
     * ``features(structure, problem, s)`` -- (k, d) the learner's features of every criterion;
-    * ``observe(key, structure, problem, s)`` -- the round's :class:`Feedback`;
+    * ``observe(draws, structure, problem, s)`` -- the round's :class:`Feedback` (``draws``:
+      the round's :class:`Draws`);
     * ``linear_coefficients(structure, problem)`` -- ``c`` with ``L(s) = c . s`` (linear
       features only);
     * ``feature_norm_sq_bound(structure, problem)`` -- (k,) ``L_i^2`` bounding
@@ -395,9 +431,10 @@ class Environment:
         return scoped_features(structure, s, problem.scopes, problem.scope_mask,
                                problem.feat_mask, problem.rff_omega, problem.rff_phase)
 
-    def observe(self, key, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:
+    def observe(self, draws: Draws, structure: Structure, problem: Problem, s: jax.Array
+                ) -> Feedback:
         mu = expected_losses(structure, problem, s)
-        return Feedback(y=mu + draw_noise(key, structure, problem), expected_loss=jnp.sum(mu))
+        return Feedback(y=mu + draw_noise(draws, structure, problem), expected_loss=jnp.sum(mu))
 
     def linear_coefficients(self, structure: Structure, problem: Problem) -> jax.Array:
         w = jnp.where(problem.scope_mask, problem.theta, 0.0)
@@ -497,13 +534,13 @@ def draw_theta(key, fmask: np.ndarray, distribution: str, values, scale, dtype) 
             theta_np[i, fmask[i]] = row
         theta = jnp.asarray(theta_np, dtype)
     elif distribution == "normal":
-        theta = scale * jax.random.normal(key, fmask.shape, dtype)
+        theta = scale * jax.random.normal(key, fmask.shape, _DRAW).astype(dtype)
     elif distribution == "uniform":
-        theta = scale * jax.random.uniform(key, fmask.shape, dtype, -1.0, 1.0)
+        theta = scale * jax.random.uniform(key, fmask.shape, _DRAW, -1.0, 1.0).astype(dtype)
     elif distribution == "signal":  # Assumption B (Section 5.2): |theta*| >= scale
         k_sign, k_mag = jax.random.split(key)
         sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, fmask.shape), 1.0, -1.0)
-        theta = scale * sign * (1.0 + jax.random.uniform(k_mag, fmask.shape, dtype))
+        theta = scale * sign * (1.0 + jax.random.uniform(k_mag, fmask.shape, _DRAW).astype(dtype))
     else:
         raise ValueError(
             f"unknown theta distribution {distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
@@ -518,9 +555,9 @@ def draw_rff(k_omega, k_phase, structure: Structure, scope_mask: np.ndarray, len
     dd = structure.rff_dim
     if structure.features != "rff":
         return jnp.zeros((rows, dd, m), dtype), jnp.zeros((rows, dd), dtype)
-    omega = jax.random.normal(k_omega, (rows, dd, m), dtype) / lengthscale
+    omega = jax.random.normal(k_omega, (rows, dd, m), _DRAW).astype(dtype) / lengthscale
     omega = jnp.where(jnp.asarray(scope_mask)[:, None, :], omega, 0.0)
-    return omega, jax.random.uniform(k_phase, (rows, dd), dtype, 0.0, 2 * jnp.pi)
+    return omega, jax.random.uniform(k_phase, (rows, dd), _DRAW, 0.0, 2 * jnp.pi).astype(dtype)
 
 
 def _noise_len(structure: Structure) -> int:

@@ -2,9 +2,16 @@
 
 Keys (DESIGN section 3): seed ``i`` uses ``fold_in(root, i)`` for its GLOBAL id ``i``; round
 ``t = 1..T`` uses ``key_t = fold_in(seed_key, t)`` and ``init`` uses ``fold_in(seed_key, 0)``.
-Inside a round, ``fold_in(key_t, 0)`` draws the environment's noise, ``fold_in(key_t, 1)`` is
-the ``act`` key and ``fold_in(key_t, 2)`` the ``update`` key. A seed's run is therefore the
-same in a batch of 1, 4 or 1000 seeds, and the same whatever rounds are run in a call.
+Inside a round, the environment reads :func:`gsjax.problem.round_draws`: Philox normals keyed
+by the seed key's two words with the round in the counter (and ``fold_in(key_t, 0)`` where an
+environment samples with ``jax.random``); ``fold_in(key_t, 1)`` is the ``act`` key and
+``fold_in(key_t, 2)`` the ``update`` key. A seed's run is therefore the same in a batch of 1, 4
+or 1000 seeds, and the same whatever rounds are run in a call. Keys nobody reads (a vertex
+solver takes none) are dropped by XLA.
+
+Top-level programs are compiled with :func:`compiler_options` (:func:`jit`, :func:`drive`; on
+CPU, XLA's YNNPACK fusions off: they run the small batched contractions of a round 1.8x
+slower).
 
 Per-round outputs are reduced on device: totals over the run (:class:`RunTotals`) and, every
 ``record_every`` rounds, the cumulative curves and the played state (:class:`Records`). With
@@ -24,7 +31,9 @@ seeds that re-optimise (:func:`advance_compact`). The loop is shared with
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -33,14 +42,75 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
-from gsjax.problem import Problem, Structure, observe
+from gsjax.problem import Problem, Structure, observe, round_draws
 
 __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
     "seed_keys", "init_carry", "advance", "advance_compact", "run", "make_chunked",
     "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
-    "seed_batch", "unpad", "drive",
+    "seed_batch", "unpad", "drive", "jit", "compiler_options", "default_cache_dir",
+    "use_compilation_cache",
 ]
+
+
+#: XLA options of gsjax's compiled runs where the compiler accepts them (:func:`compiler_options`).
+COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+_accepted: dict = {}
+
+
+def compiler_options() -> dict:
+    """:data:`COMPILER_OPTIONS` on a CPU backend whose XLA knows them, else ``{}``.
+
+    On CPU, XLA hands fusions holding small batched contractions (the LCB's quadratic forms
+    over ``(seeds, k, vertices, d)``) to YNNPACK, which runs them slower than its own loops:
+    turning that off made the Section 7.2 LinUCB sweep 1.8x faster (``benchmarks/run.py``).
+    Checked once per backend by compiling a trivial program; a JAX whose XLA dropped the
+    option runs with the defaults instead of failing.
+    """
+    backend = jax.default_backend()
+    if backend not in _accepted:
+        opts = COMPILER_OPTIONS if backend == "cpu" else {}
+        try:
+            jax.jit(lambda x: x + 1, compiler_options=opts).lower(1.0).compile()
+        except Exception:  # noqa: BLE001 -- an XLA without the option: run with its defaults
+            opts = {}
+        _accepted[backend] = opts
+    return _accepted[backend]
+
+
+def jit(fn, **kwargs):
+    """``jax.jit(fn, **kwargs)`` with :func:`compiler_options`, for a top-level program (XLA
+    takes options only there: jitted parts are plain ``jax.jit`` and :func:`drive` passes
+    the options when it compiles them)."""
+    return jax.jit(fn, compiler_options=compiler_options(), **kwargs)
+
+
+def default_cache_dir() -> Path | None:
+    """Where the command line keeps compiled programs: ``$GSJAX_CACHE_DIR`` (``off``, ``0`` or
+    empty: no cache), else ``$XDG_CACHE_HOME/gsjax/xla`` (``~/.cache/gsjax/xla``)."""
+    env = os.environ.get("GSJAX_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "0", "off", "none") else Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gsjax" / "xla"
+
+
+def use_compilation_cache(directory) -> str | None:
+    """Turn on JAX's persistent compilation cache in ``directory`` (created) and return its
+    path; ``None`` leaves the cache as it is. A cache the user configured for JAX already
+    (``JAX_COMPILATION_CACHE_DIR``) is kept. A program compiled once is then loaded from disk
+    by later processes (``benchmarks/run.py`` measures the warm compile)."""
+    if directory is None:
+        return None
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return current
+    path = Path(directory).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    # every program, not only those that took over a second to compile: which programs are
+    # cached does not then depend on the machine's load
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return str(path)
 
 
 class RunTotals(NamedTuple):
@@ -230,15 +300,16 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
             return states._replace(s=s_new), info._replace(lcb_residual=resid)
 
     fold = lift(jax.random.fold_in, 0, None)
+    draws = lift(round_draws, 0, None)
     act = lift(algo.act, 0, 0, None, pax)
-    see = lift(lambda key, prob, s: observe(key, structure, prob, s), 0, pax, 0)
+    see = lift(lambda d, prob, s: observe(d, structure, prob, s), 0, pax, 0)
     accumulate = lift(_accumulate, 0, pax, 0, 0, 0, 0, None, None)
 
     def round_(carry: Carry, t) -> Carry:
         state, s_prev, tot = carry
         key_t = fold(keys, t)
         action, state = act(fold(key_t, 1), state, params, problem)
-        fb = see(fold(key_t, 0), problem, action)
+        fb = see(draws(keys, t), problem, action)
         state, info = update(fold(key_t, 2), state, action, fb, params, problem)
         tot = accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
         return Carry(state, action, tot)
@@ -422,7 +493,7 @@ def make_sweep(
         carry, records = chunk_fn(carry, 0, keys, problem, params, move_cost)
         return carry.totals, records
 
-    return jax.jit(whole)
+    return jit(whole)
 
 
 class SeedBatch(NamedTuple):
@@ -517,7 +588,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
     t0 = time.perf_counter()
     if start is None:
-        init_c = init_fn.lower(keys, problem, params).compile()
+        init_c = init_fn.lower(keys, problem, params).compile(compiler_options())
         t1 = time.perf_counter()
         carry = jax.block_until_ready(init_c(keys, problem, params))
         done, pieces = 0, []
@@ -534,7 +605,8 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         t1 = time.perf_counter()
     t2 = time.perf_counter()
     # Lowered on the real carry, so the chunk is compiled for its shardings too.
-    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, *chunk_args).compile()
+    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, *chunk_args).compile(
+        compiler_options())
     t3 = time.perf_counter()
     for begin in range(done, horizon, chunk_rounds):
         carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
@@ -607,7 +679,7 @@ def sweep(
     describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
     if grid:
         describe = jax.vmap(describe, in_axes=(0, None))
-    final = jax.device_get(jax.jit(describe)(carry.state, batch.problem)) or None
+    final = jax.device_get(jit(describe)(carry.state, batch.problem)) or None
     totals, records, final = unpad((totals, records, final), batch, grid)
     return SweepResult(totals, records, compile_seconds=compile_s, run_seconds=run_s,
                        final=final)

@@ -116,8 +116,8 @@ def _pick_entry(cfg, algorithm: str | None,
 def _descend(f, u0: dict, steps: int, lr: float, log):
     """Adam on the log-parameters of ``f(u) -> (objective, aux)``; returns (jitted f, best u,
     trace, gradient check)."""
-    value = jax.jit(f)
-    value_and_grad = jax.jit(jax.value_and_grad(f, has_aux=True))
+    value = runner.jit(f)
+    value_and_grad = runner.jit(jax.value_and_grad(f, has_aux=True))
     opt = optax.adam(lr)
     u = {k: jnp.asarray(v) for k, v in u0.items()}
     st = opt.init(u)
@@ -317,7 +317,7 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
         t0 = time.perf_counter()
         value, u_best, trace, check = _descend(f, u0, steps, lr, log)
         t1 = time.perf_counter()
-        held = jax.jit(per_seed)
+        held = runner.jit(per_seed)
         scale0 = entry.eta_scale
         final = scale0 * float(jnp.exp(u_best["eta_scale"]))
         result = _result({"eta_scale": {"initial": scale0, "final": final}},

@@ -9,6 +9,10 @@ import os
 # each worker is its own process, and XLA's default preallocation (75 % of the GPU memory per
 # process) would starve the second one.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# The command line keeps compiled programs in a persistent cache (gsjax.runner.default_cache_dir);
+# the tests (and the CLI subprocesses they start) leave the user's cache alone, except
+# tests/test_cache.py, which points it at a temporary folder.
+os.environ["GSJAX_CACHE_DIR"] = "off"
 
 import jax  # noqa: E402  (after the environment variable above)
 import jax.numpy as jnp

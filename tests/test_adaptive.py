@@ -89,8 +89,7 @@ def _feedback(keys, structure, problems, actions):
 
     def one(key, prob, acts):
         def obs(t, a):
-            kt = jax.random.fold_in(key, t)
-            return P.observe(jax.random.fold_in(kt, 0), structure, prob, a).y
+            return P.observe(P.round_draws(key, t), structure, prob, a).y
         return jax.vmap(obs)(jnp.arange(1, horizon + 1), acts)
 
     return np.asarray(jax.vmap(one)(keys, problems, actions), np.float64)

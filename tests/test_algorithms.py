@@ -38,9 +38,7 @@ def _block_problem(dtype, num_blocks=3, block_dim=2, seed=5, sigma=0.5):
 
 def _runner_noise(seed_key, structure, prob, horizon):
     """The noise the runner draws in rounds 1..T (module docstring of gsjax.runner)."""
-    draw = lambda t: P.draw_noise(
-        jax.random.fold_in(jax.random.fold_in(seed_key, t), 0), structure, prob
-    )
+    draw = lambda t: P.draw_noise(P.round_draws(seed_key, t), structure, prob)
     return np.asarray(jax.vmap(draw)(jnp.arange(1, horizon + 1)))
 
 
@@ -213,7 +211,7 @@ def test_async_changes_only_triggering_scopes(make_params):
     def body(state, t):
         kt = jax.random.fold_in(root, t)
         a, state = algo.act(jax.random.fold_in(kt, 1), state, params, prob)
-        fb = P.observe(jax.random.fold_in(kt, 0), structure, prob, a)
+        fb = P.observe(P.round_draws(root, t), structure, prob, a)
         new, info = algo.update(jax.random.fold_in(kt, 2), state, a, fb, params, prob)
         return new, (state.s, new.s, info.triggered, info.reoptimised)
 
@@ -296,7 +294,7 @@ def test_api_contract(make_params, name, solver):
         for t in range(1, num + 1):
             kt = jax.random.fold_in(key, t)
             a, state = act(jax.random.fold_in(kt, 1), state, params, prob)
-            fb = P.observe(jax.random.fold_in(kt, 0), structure, prob, a)
+            fb = P.observe(P.round_draws(key, t), structure, prob, a)
             state, info = update(jax.random.fold_in(kt, 2), state, a, fb, params, prob)
             out += [a, state, info]
         return out

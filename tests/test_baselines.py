@@ -34,9 +34,7 @@ def _gsjax_runs(kind, reference, spec_kw, structure, prob, params, move_cost, ho
     res = runner.sweep(root, np.arange(seeds), algo, structure, prob, params, move_cost, horizon, 1)
 
     def noise(seed_key):
-        draw = lambda t: P.draw_noise(
-            jax.random.fold_in(jax.random.fold_in(seed_key, t), 0), structure, prob
-        )
+        draw = lambda t: P.draw_noise(P.round_draws(seed_key, t), structure, prob)
         return jax.vmap(draw)(jnp.arange(1, horizon + 1))
 
     keys = runner.seed_keys(root, jnp.arange(seeds, dtype=jnp.uint32))

@@ -173,8 +173,7 @@ def test_joint_stats_equal_stacked_ridge(x64, refresh_every, method):
     )()
     actions = np.asarray(rec.action)  # (T, n)
     eta = np.stack([
-        np.asarray(P.draw_noise(jax.random.fold_in(jax.random.fold_in(seed_key, t), 0),
-                                structure, prob))
+        np.asarray(P.draw_noise(P.round_draws(seed_key, t), structure, prob))
         for t in range(1, horizon + 1)
     ])
     w = np.asarray(factor.joint_theta(prob))

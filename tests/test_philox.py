@@ -99,7 +99,7 @@ def test_counter_layout_and_batch_independence():
     for s_i, seed in enumerate(seeds):
         for i in range(num):
             word = reference((i // 4, rnd, stream, 0), (root, int(seed)), 32)[i % 4]
-            assert u[i, s_i] == np.float32(((word >> 8) + 0.5) * 2.0**-24)
+            assert u[i, s_i] == ((word >> 9) + 0.5) * 2.0**-23  # exact in float32
         # Compiled, a seed's normals are the same alone or in a batch (eager op-by-op
         # evaluation, unfused, may differ in the last bit of the cos / sin).
         np.testing.assert_array_equal(np.asarray(draw(seed)), np.asarray(draw(seeds))[:, s_i])
@@ -114,7 +114,23 @@ def test_float64_uniforms_use_two_words(x64):
     assert u.dtype == np.float64 and u.shape == (5,)
     for i in range(5):
         a, b = reference((i // 2, 9, 0, 0), (7, 3), 32)[2 * (i % 2): 2 * (i % 2) + 2]
-        assert u[i] == ((a >> 5) * 67108864.0 + (b >> 6) + 0.5) * 2.0**-53
+        assert u[i] == ((a >> 6) * 67108864.0 + (b >> 6) + 0.5) * 2.0**-52
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_extreme_words_give_finite_normals(precision, monkeypatch):
+    """All-zero and all-one words (the ends of the uniform grid) stay inside (0, 1), so their
+    normals are finite: with 24 bits in float32 the top word rounded u to 1.0 and erfinv to inf
+    (seed 40, round 14232 of section7_2 hit it)."""
+    words = [jnp.uint32(0), jnp.uint32(0xFFFFFFFF)]
+    for w in words:
+        monkeypatch.setattr(philox, "_words",
+                            lambda *a, w=w: [jnp.asarray(w, jnp.uint32)] * a[-1])
+        with jax.enable_x64(precision == "float64"):
+            u = np.asarray(philox.uniforms(0, 0, 0, 2, precision=precision))
+            z = np.asarray(philox.normals(0, 0, 0, 2, precision=precision))
+        assert np.all((u > 0) & (u < 1)) and np.all(np.isfinite(z)), (w, u, z)
+        assert np.all(np.abs(z) > 5.0)  # the grid's ends are the tails: |z| > 5 sigma
 
 
 def test_bad_precision():

@@ -161,7 +161,8 @@ def test_true_minimiser_quadratic_known_separable(quadratic_problem):
 
 
 def _empirical_cov(structure, prob, num, key):
-    draws = jax.vmap(lambda kk: P.draw_noise(kk, structure, prob))(jax.random.split(key, num))
+    draws = jax.vmap(lambda t: P.draw_noise(P.round_draws(key, t), structure, prob))(
+        jnp.arange(1, num + 1))
     x = np.asarray(draws, np.float64)
     return x, np.cov(x, rowvar=False)
 

@@ -37,8 +37,7 @@ SCOPES = {"structure": "scopes", "scopes": [[0, 1], [1, 2, 3], [3], [4, 0]]}
 
 
 def _noise(seed_key, structure, prob, horizon):
-    draw = lambda t: P.draw_noise(  # noqa: E731  (the runner's draw of round t)
-        jax.random.fold_in(jax.random.fold_in(seed_key, t), 0), structure, prob)
+    draw = lambda t: P.draw_noise(P.round_draws(seed_key, t), structure, prob)  # noqa: E731
     return np.asarray(jax.vmap(draw)(jnp.arange(1, horizon + 1)))
 
 

@@ -47,8 +47,8 @@ def _simulate(cfg, name, seed_id=0):
                              entry.move_cost, cfg.horizon, 1))(seed_key)
     actions = np.asarray(rec.action, np.float64)
     ys = np.stack([
-        np.asarray(P.observe(jax.random.fold_in(jax.random.fold_in(seed_key, t), 0),
-                             built.structure, prob, jnp.asarray(actions[t - 1])).y, np.float64)
+        np.asarray(P.observe(P.round_draws(seed_key, t), built.structure, prob,
+                             jnp.asarray(actions[t - 1])).y, np.float64)
         for t in range(1, cfg.horizon + 1)])
     return actions, ys, totals
 

@@ -263,7 +263,7 @@ def make(structure: Structure, spec: AgentSpec, logic: Logic = HARD) -> BanditAl
 
     def act(key, state, params, problem):
         del params, problem
-        explore = jax.random.uniform(key, (n,), state.s.dtype)
+        explore = jax.random.uniform(key, (n,), jnp.float32).astype(state.s.dtype)
         return jnp.where(state.t < tau, explore, state.s), state
 
     def phase(t):  # refined (or super-graph) lazy play after the test; the test round forced

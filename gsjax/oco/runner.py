@@ -39,7 +39,7 @@ from gsjax.oco.problem import (
     target_reset,
     target_step,
 )
-from gsjax.runner import check_chunk, check_rounds, drive, scan_blocks, seed_batch, unpad
+from gsjax.runner import check_chunk, check_rounds, drive, jit, scan_blocks, seed_batch, unpad
 
 __all__ = ["OCOTotals", "OCORecords", "OCOResult", "OCOCarry", "init_carry", "advance",
            "hindsight", "run_seed", "make_chunked", "sweep", "SweepOutput"]
@@ -232,7 +232,7 @@ def sweep(root_key, seed_ids, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOPro
     carry, records, compile_s, run_s = drive(
         init_fn, chunk_fn, batch, params, (), horizon, chunk_rounds,
         lambda c: c.first_nonfinite, start=start, on_chunk=on_chunk, progress=progress)
-    result = jax.jit(jax.vmap(lambda c, prob: hindsight(c, spec, prob, horizon),
+    result = jit(jax.vmap(lambda c, prob: hindsight(c, spec, prob, horizon),
                               in_axes=(0, None)))(carry, batch.problem)
     result = unpad(jax.device_get(result), batch)
     if keep:

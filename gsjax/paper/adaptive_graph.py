@@ -84,7 +84,7 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
         for tau in paper["tau_sweep"]:
             spec = dataclasses.replace(ba.spec, warmup=tau, signal_gamma=gamma, refined="lazy")
             algo = A.make(built.structure, spec)
-            f = jax.jit(jax.vmap(lambda key, prob: runner.run(
+            f = runner.jit(jax.vmap(lambda key, prob: runner.run(
                 key, algo, built.structure, prob, ba.params, ba.move_cost, tau, tau)[0].graph))
             t0 = time.perf_counter()
             kept = np.asarray(f(keys, built.problem))

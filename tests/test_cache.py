@@ -1,0 +1,60 @@
+"""The command line's persistent compilation cache (gsjax.runner.use_compilation_cache)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from gsjax import runner
+
+
+def _run(out, cache, tmp_path):
+    env = {**os.environ, "GSJAX_CACHE_DIR": str(cache)}
+    subprocess.run([sys.executable, "-m", "gsjax", "run", "section7_1", "--seeds", "2",
+                    "--horizon", "40", "--quiet", "--out", str(out)],
+                   check=True, env=env, cwd=tmp_path)
+    with np.load(out / "arrays.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
+    cache = tmp_path / "cache"
+    first = _run(tmp_path / "a", cache, tmp_path)
+    entries = sorted(p.name for p in cache.iterdir())
+    assert entries, "the first run wrote no compiled program to the cache"
+    second = _run(tmp_path / "b", cache, tmp_path)
+    assert sorted(p.name for p in cache.iterdir()) == entries  # read back, nothing recompiled
+    assert first.keys() == second.keys()
+    for k in first:
+        np.testing.assert_array_equal(first[k], second[k], err_msg=k)
+
+
+def test_cache_off(tmp_path):
+    _run(tmp_path / "a", "off", tmp_path)
+    assert not (tmp_path / "off").exists()
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("GSJAX_CACHE_DIR", "off")
+    assert runner.default_cache_dir() is None
+    monkeypatch.setenv("GSJAX_CACHE_DIR", str(tmp_path / "c"))
+    assert runner.default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("GSJAX_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert runner.default_cache_dir() == tmp_path / "gsjax" / "xla"
+
+
+def test_cli_flags_choose_the_cache(tmp_path):
+    """``--cache-dir`` names the folder; ``--no-cache`` wins over it and the environment."""
+    base = [sys.executable, "-m", "gsjax", "run", "section7_1", "--seeds", "2", "--horizon",
+            "20", "--quiet", "--force"]
+    env = {**os.environ, "GSJAX_CACHE_DIR": str(tmp_path / "from_env")}
+    subprocess.run(base + ["--out", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "flag")],
+                   check=True, env=env, cwd=tmp_path)
+    assert any((tmp_path / "flag").iterdir()) and not (tmp_path / "from_env").exists()
+    subprocess.run(base + ["--out", str(tmp_path / "b"), "--no-cache", "--cache-dir",
+                           str(tmp_path / "never")], check=True, env=env, cwd=tmp_path)
+    assert not (tmp_path / "never").exists() and not (tmp_path / "from_env").exists()
