@@ -25,7 +25,7 @@ import typing
 import jax
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gsjax import checkpoint, cli, experiment
@@ -106,9 +106,9 @@ TABLES = {
              for key, b in C.GRID_FIELDS.items()},
 }
 
-NASTY = [0, -1, 1, 2 ** 31, 2 ** 32, 2 ** 63, 2 ** 70, -2 ** 70, 10 ** 30, 0.0, -0.0, 1e-320,
-         1e308, 1e39, math.nan, math.inf, -math.inf, "nan", "inf", "", " ", "x", True, False,
-         [], [[]], [1, 2], [0.5], [[0, 1], [1]], {}, {"a": 1}]
+NASTY = [0, -1, 1, 2 ** 31, 2 ** 32, 2 ** 63, 2 ** 70, -2 ** 70, 10 ** 30, 10 ** 400, 0.0,
+         -0.0, 1e-320, 1e308, 1e39, math.nan, math.inf, -math.inf, "nan", "inf", "", " ", "x",
+         True, False, [], [[]], [1, 2], [0.5], [[0, 1], [1]], {}, {"a": 1}]
 
 
 def _near(bound):
@@ -158,7 +158,8 @@ def overrides(draw):
     if kind == "raw":
         return draw(st.sampled_from(["", "=", "=1", "a..b=1", ".a=1", "agent.=1", "seeds",
                                      "agent.beta.x=1", "problem=1", "agent=[1]", " = ",
-                                     "seeds=1=2", "name=\n", "seeds=0x10", "seeds=1_000"])
+                                     "seeds=1=2", "name=\n", "seeds=0x10", "seeds=1_000",
+                                     f"horizon={'9' * 5000}", f"agent.beta=1e{'9' * 5000}"])
                     | st.text(max_size=12))
     table = draw(st.sampled_from(sorted(TABLES)))
     if kind == "unknown":
@@ -215,6 +216,7 @@ def test_configs_and_overrides_are_accepted_or_one_config_error(profile, base_fi
         try:
             cfg = C.load_config(path, items)
         except C.ConfigError as e:
+            event("refused")
             error = str(e)
             assert "\n" not in error and error, error
             rc, out, err = _call(capsys, ["check", str(path), *(f"--set={i}" for i in items)])
@@ -222,6 +224,7 @@ def test_configs_and_overrides_are_accepted_or_one_config_error(profile, base_fi
             assert err == f"error: {error}\n"
             return
         assert isinstance(cfg, C.ExperimentConfig)
+        event("accepted" if _small(cfg) else "accepted, too large to build")
         if _small(cfg):
             rc, out, err = _call(capsys, ["check", str(path), *(f"--set={i}" for i in items)])
             if rc != 0:  # refused by the build (a 'dp' table too large, ...)
@@ -367,6 +370,7 @@ def _resume_or_refuse(capsys, argv, out, ref) -> None:
     with the uninterrupted run's arrays (the damage was in bytes no reader checks)."""
     before = _files(out)
     rc, stdout, err = _call(capsys, argv)
+    event(f"rc {rc}")
     if rc == 0:
         assert (out / "summary.json").is_file() and not (out / checkpoint.FILENAME).exists()
         _same_arrays(ref, out)
@@ -477,8 +481,7 @@ def tuner_state(tmp_path_factory):
 
 def _restore(state, good: bytes) -> None:
     state.write_bytes(good)
-    for extra in (state.with_name(state.name + ".prev"),):
-        extra.unlink(missing_ok=True)
+    state.with_name(state.name + ".prev").unlink(missing_ok=True)
 
 
 @profiles
@@ -496,6 +499,7 @@ def test_damaged_tuner_state_is_refused_unchanged(profile, tuner_state, capsys):
         state.write_bytes(data)
         before = (state.read_bytes(), state.stat().st_mtime_ns)
         rc, out, err = _call(capsys, ["tuner", *cmd])
+        event(f"{cmd[0]}: rc {rc}")
         if rc == 0:
             assert out == {"status": status, "suggest": suggested}.get(cmd[0], out), out
         else:
@@ -540,7 +544,8 @@ def test_random_observations_are_accepted_or_refused_unchanged(profile, tuner_st
 
     @PROFILES[profile]
     @given(setting=vectors(N) | st.just("SUGGESTED"), losses=vectors(K),
-           raw=st.sampled_from([None, None, None, "setting", "losses"]), text=st.text(max_size=8),
+           raw=st.sampled_from([None, None, None, "setting", "losses"]),
+           text=st.text(max_size=8) | st.sampled_from(["[1, 2, " + "9" * 5000 + "]", "[1e999]"]),
            off=st.booleans())
     def check(setting, losses, raw, text, off):
         _restore(state, good)
@@ -552,6 +557,7 @@ def test_random_observations_are_accepted_or_refused_unchanged(profile, tuner_st
                 f"--losses={args['losses']}", *(["--allow-off-policy"] if off else [])]
         before = (state.read_bytes(), state.stat().st_mtime_ns)
         rc, out, err = _call(capsys, argv)
+        event(f"rc {rc}")
         if rc == 0:
             assert Tuner.load(state).rounds >= 1 and err == ""
         else:
@@ -624,3 +630,13 @@ def test_observations_beyond_float64_are_one_line(tuner_state, capsys):
         assert (state.read_bytes(), state.stat().st_mtime_ns) == before
     with pytest.raises(TunerError, match="losses"):
         Tuner.load(state).observe(json.loads(suggested), [1.0, 2.0, 10 ** 400])
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "Python API only (TOML and JSON refuse such ints now): the error message formats the "
+    "value, and str() of an int over 4300 digits raises ValueError"))
+def test_an_integer_over_the_digit_limit_in_a_python_dict(base_files):
+    raw = tomllib.loads(base_files["blocks"].read_text())
+    raw["seeds"] = int(HUGE_INT)
+    with pytest.raises(C.ConfigError, match="seeds"):
+        C.parse_config(raw)
