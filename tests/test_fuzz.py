@@ -14,6 +14,7 @@ made once per module; inside an example only a resume whose damage no reader che
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import json
@@ -127,7 +128,7 @@ def field_values(draw, spec: dict):
         own += [2, 3]
     if not spec["literals"] and float in spec["types"]:
         own += [0.5, 2.0]
-    scalar = st.sampled_from(own + NASTY) if own else st.sampled_from(NASTY)
+    scalar = st.sampled_from(own + NASTY).map(copy.deepcopy)  # NASTY's lists stay as they are
     kind = draw(st.sampled_from(["scalar", "scalar", "list", "rows"]))
     if kind == "scalar":
         return draw(scalar)
@@ -258,7 +259,7 @@ def mutated_raw(draw):
         if action == "delete" and node:
             del node[draw(st.sampled_from(sorted(node)))]
         elif action == "unknown":
-            node[draw(st.text(max_size=6))] = draw(st.sampled_from(NASTY))
+            node[draw(st.text(max_size=6))] = copy.deepcopy(draw(st.sampled_from(NASTY)))
         elif spec_table:
             key = draw(st.sampled_from(sorted(spec_table)))
             node[key] = draw(field_values(spec_table[key]) | st.sampled_from([None, object()]))
@@ -419,7 +420,7 @@ def mutated_json(draw, good: bytes):
     if action == "delete" and node:
         del node[draw(st.sampled_from(sorted(node)))]
     elif action == "unknown":
-        node[draw(st.text(max_size=6))] = draw(st.sampled_from(NASTY))
+        node[draw(st.text(max_size=6))] = copy.deepcopy(draw(st.sampled_from(NASTY)))
     elif node:
         key = draw(st.sampled_from(sorted(node)))
         spec = {"literals": [], "bounds": [], "types": [type(node[key])]}
