@@ -888,7 +888,7 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
             raise ConfigError("--set", f"invalid key {key.strip()!r} in override {item!r}")
         try:
             value = tomllib.loads("v = " + value_text)["v"]
-        except tomllib.TOMLDecodeError:
+        except ValueError:  # TOMLDecodeError, or an int over Python's 4300-digit limit
             value = value_text.strip()
         node = result
         for depth, part in enumerate(parts[:-1]):
@@ -1012,7 +1012,7 @@ def read_toml(path: str | os.PathLike) -> dict:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError("<file>", f"cannot read config file {os.fspath(path)!r}: {reason}")
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an int over Python's 4300-digit limit
         raise ConfigError("<file>", f"invalid TOML in {os.fspath(path)!r}: {exc}")
 
 

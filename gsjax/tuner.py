@@ -107,7 +107,7 @@ def _vector(value, length: int, field: str, what: str) -> np.ndarray:
     """A finite float64 array whose last axis has ``length`` entries (one or several rows)."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float64
         raise TunerError(field, f"expected a list of {length} numbers ({what}); "
                                 f"got {value!r}") from None
     if arr.ndim not in (1, 2) or arr.shape[-1] != length:

@@ -43,8 +43,9 @@ def _locked(state, exclusive: bool):
 def _json_arg(text: str, field: str):
     try:
         return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TunerError(field, f"not valid JSON ({e.msg}): {text!r}") from None
+    except ValueError as e:  # JSONDecodeError, or an int over Python's 4300-digit limit
+        why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        raise TunerError(field, f"not valid JSON ({why}): {text!r}") from None
 
 
 def _read(state):

@@ -177,7 +177,7 @@ def config_kind(path: str | os.PathLike) -> str:
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError):  # ValueError: bad TOML, or an int over 4300 digits
         return "bandit"
     kind = raw.get("kind", "bandit")
     return kind if isinstance(kind, str) else "bandit"
