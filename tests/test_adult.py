@@ -231,13 +231,13 @@ def test_observe_dispatches_and_vmaps_over_seeds():
     st, problem = _adult_problem(batch_size=64)
     s = jnp.full((1,), 0.6, jnp.float32)
     keys = jax.random.split(jax.random.key(0), 5)
-    fb = jax.vmap(lambda k: P.observe(k, st, problem, s))(keys)
+    fb = jax.vmap(lambda k: P.observe(P.round_draws(k, 1), st, problem, s))(keys)
     assert fb.y.shape == (5, 1) and fb.expected_loss.shape == (5,)
     d = problem.env_data
     want = _numpy_loss(*(np.asarray(x) for x in (d.scores, d.labels, d.male)), 0.6)
     np.testing.assert_allclose(np.asarray(fb.expected_loss), want, atol=1e-6)
     # A seed's feedback does not depend on the batch of seeds around it.
-    one = P.observe(keys[3], st, problem, s)
+    one = P.observe(P.round_draws(keys[3], 1), st, problem, s)
     np.testing.assert_array_equal(np.asarray(one.y), np.asarray(fb.y[3]))
 
 

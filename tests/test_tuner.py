@@ -132,15 +132,20 @@ def test_api_batch_save_load_equals_one_pass(tmp_path):
     """Several observations at once, and a save/load in the middle, change nothing."""
     cfg = parse_config(_raw("lazy", solver="pgd"))
     actions, ys, _ = _simulate(cfg, "lazy")
+    # The tuner's one-step program and the runner's scan are different XLA programs: with PGD
+    # their float64 iterates may differ in the last bit (as grid points do, issue 18 item 14),
+    # so the simulator's actions are matched to rounding; vertex runs are matched exactly by
+    # the tests above.
+    same = lambda x, y, **kw: np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14, **kw)
     a = Tuner.from_config(cfg, algorithm="lazy")
     for t in range(20):
-        np.testing.assert_array_equal(a.suggest(), actions[t])
+        same(a.suggest(), actions[t])
         a.observe(a.suggest(), ys[t])
     a.save(tmp_path / "s.npz")
     b = Tuner.load(tmp_path / "s.npz")
     assert b.rounds == 20 and b.movement == a.movement
     for t in range(20, 40):
-        np.testing.assert_array_equal(b.suggest(), actions[t], err_msg=f"round {t + 1}")
+        same(b.suggest(), actions[t], err_msg=f"round {t + 1}")
         b.observe(b.suggest(), ys[t])
     # Off-policy batch: 5 rows at one setting at once == 5 single observations.
     c1 = Tuner.from_config(cfg, algorithm="lazy")
