@@ -401,6 +401,9 @@ def main(argv=None, extra=()) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output went away (gsjax list | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
     except OSError as e:  # a folder or file the system refuses (permissions, disk full, ...)
         print(f"error: {e}", file=sys.stderr)
         return 2

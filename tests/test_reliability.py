@@ -315,3 +315,12 @@ def test_progress_shows_compiling_and_rates_from_the_first_chunk(stream_type):
         assert out.splitlines()[-1].strip() == "lazy: round 20/100, 20 seed-rounds/s, 8 s left"
     clock.now = 59.0
     update(100, 100)
+
+
+def test_output_cut_short_by_its_reader_is_not_an_error():
+    """``gsjax list | head``: a closed pipe ends the command quietly (exit 0, no stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "gsjax", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader goes away before the first line (start-up takes longer)
+    err = proc.stderr.read()
+    assert proc.wait() == 0 and err == b"", err
