@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the published numbers that depend on the bandit runner's noise stream and
-# arithmetic (run from the repository root; about 45 min on 2 CPU cores). Each step prints
+# arithmetic (run from the repository root; 21 min on 2 quiet CPU cores). Each step prints
 # its wall time. The long Section 5.1/5.2 runs are separate (--long: about 2 h more).
 #
 #   bash scripts/regenerate_docs.sh            # the cheap set
