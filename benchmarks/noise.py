@@ -106,7 +106,7 @@ def _floor(seeds: int, rounds: int):
 
 
 OPTIONS = {
-    "threefry key per (seed, round) (gsjax today)": (_per_round, True),
+    "threefry key per (seed, round) (gsjax until 2026-12-02)": (_per_round, True),
     "threefry key per (seed, round), threefry_partitionable(False)": (_per_round, False),
     "philox (root, seed id; round, index), seed axis last": (_philox, True),
     f"threefry key per (seed, block of {BLOCK} rounds)": (_block, True),
@@ -152,7 +152,7 @@ def markdown(res: dict) -> str:
         f"{m['start']['cpu_count']} cores).",
         "",
         "| option | wall ns / seed-round | CPU ns / seed-round | net of the floor (wall, CPU) | "
-        "**vs gsjax today (CPU)** | vs gsjax today (wall) | kernels per round | compile s |",
+        "**vs threefry (CPU)** | vs threefry (wall) | kernels per round | compile s |",
         "|---|---|---|---|---|---|---|---|",
     ]
     base = res["rows"][0]
@@ -170,7 +170,8 @@ def markdown(res: dict) -> str:
         " counter (block, round, stream, 0), inverse-CDF float32 normals); `tests/test_philox.py`"
         " checks its words bit for bit against NumPy's `Philox` (through a width-generic "
         "reference: NumPy's is Philox-4x64) and Random123's known answers, and its normals by "
-        "moments and a KS test. gsjax's runner does not use it yet. `kernels per round`: the "
+        "moments and a KS test. gsjax's runner draws the environment's noise with it. "
+        "`kernels per round`: the "
         "compiled program's kernels over the rounds (`benchmarks/kernels.py`'s count). Under "
         "load the CPU ratio is the steadier one.",
     ]
