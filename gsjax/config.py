@@ -127,8 +127,16 @@ def _fail(loc: Any, message: str):
     raise _Invalid(loc if isinstance(loc, tuple) else (loc,), message)
 
 
+def _show(value: Any, text=repr) -> str:
+    """``text(value)``, but an integer too long to print (Python refuses ``str`` of more than
+    4300 digits) as its size."""
+    if isinstance(value, int) and value.bit_length() > 1000:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return text(value)
+
+
 def _describe(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_show(value)}"
 
 
 def _one_of(choices: Sequence[str], got: Any) -> str:
@@ -151,11 +159,11 @@ def _first_error(exc: ValidationError) -> tuple[tuple, str]:
         message = f"expected {_EXPECTED[kind]}, got {_describe(value)}"
     elif bound := next((b for b in _BOUNDS if b in ctx), None):
         what = "an integer " if isinstance(ctx[bound], int) else ""
-        message = f"must be {what}{_BOUNDS[bound]} {ctx[bound]}, got {value}"
+        message = f"must be {what}{_BOUNDS[bound]} {ctx[bound]}, got {_show(value, str)}"
     elif kind == "literal_error":
-        message = f"must be one of {ctx['expected'].replace(' or ', ', ')}; got {value!r}"
+        message = f"must be one of {ctx['expected'].replace(' or ', ', ')}; got {_show(value)}"
     else:
-        message = {"finite_number": f"must be a finite number, got {value}",
+        message = {"finite_number": f"must be a finite number, got {_show(value, str)}",
                    "extra_forbidden": "unknown key",
                    "too_short": "must list at least one value",
                    "missing": "required but missing"}.get(kind, e["msg"])
