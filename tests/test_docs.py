@@ -127,3 +127,10 @@ def test_the_site_builds_strictly(tmp_path):
                           text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "config" / "index.html").exists()
+
+
+def test_the_python_example_is_the_same_in_the_readme_and_the_site():
+    """tests/test_scopes_config.py runs the README's copy; the site's must not drift from it."""
+    pattern = r"<!-- python example.*?-->\n```python\n(.*?)```"
+    page = (REPO / "docs" / "getting-started" / "python.md").read_text()
+    assert re.search(pattern, page, re.S).group(1) == re.search(pattern, README, re.S).group(1)
