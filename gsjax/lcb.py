@@ -135,7 +135,8 @@ def minimise_pgd(
       key: draws the random starts.
       s_init: (n,) current state; start 0 and the value of every non-free coordinate.
       free: (n,) bool mask of coordinates that may move.
-      num_steps, num_starts: static.
+      num_steps: static, the optimiser steps of every start.
+      num_starts: static, the number of starts.
       learning_rate: optimiser step size (may be traced).
       optimizer: "adam" or "sgd".
       include_current: start 0 is ``s_init`` (default); when False every start is uniform on

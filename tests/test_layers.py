@@ -16,7 +16,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "gsjax"
 
-# Lower number = lower layer (see the README's layout).
+# Lower number = lower layer (see docs/concepts/layout.md).
 LAYERS = {
     0: ["checks", "linalg", "graphs", "results", "adult", "philox", "commands"],
     1: ["problem", "factor", "fairness", "lcb", "dp", "oco.problem"],

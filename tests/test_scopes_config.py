@@ -123,12 +123,13 @@ def test_round_trip_through_the_resolved_config():
 
 
 def test_the_readme_config_runs(tmp_path):
-    """The README's own-structure example is a working config (and prints what it says)."""
+    """The own-structure example of docs/how-to/own-graph.md is a working config (and prints
+    what it says)."""
     import re
     import tomllib
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "how-to" / "own-graph.md").read_text()
     block = re.search(r"<!-- own-structure config.*?-->\n```toml\n(.*?)```", text, re.S).group(1)
     cfg = parse_config(tomllib.loads(block))
     summary = experiment.run_config(cfg, tmp_path, log=lambda *a: None, figures=False)

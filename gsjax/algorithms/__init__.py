@@ -40,6 +40,8 @@ REGISTRY = {
     "joint_linucb": joint_lazy.make_linucb,
     "adaptive_lazy": adaptive.make,  # Section 5.2
 }
+"""Every bandit algorithm by name: ``REGISTRY[name](structure, spec, logic=HARD)`` returns
+its :class:`BanditAlgorithm` (``init`` / ``act`` / ``update``). :func:`register` adds one."""
 
 
 def register(name: str, factory) -> None:
