@@ -89,16 +89,13 @@ def _cmd_observe(args) -> int:
     setting = _json_arg(args.setting, "--setting")
     with _locked(args.state, exclusive=True):
         tuner = load(args.state)
-        if isinstance(tuner, OGDTuner):
-            if args.gradient is None or args.losses is not None:
-                raise TunerError("--gradient", f"{tuner.kind} observes the loss gradient at the "
-                                               f"query point: pass --gradient (not --losses)")
-            values = _json_arg(args.gradient, "--gradient")
-        else:
-            if args.losses is None or args.gradient is not None:
-                raise TunerError("--losses", f"{tuner.kind} observes one loss per criterion: "
-                                             f"pass --losses (not --gradient)")
-            values = _json_arg(args.losses, "--losses")
+        ogd = isinstance(tuner, OGDTuner)
+        want, other = ("gradient", "losses") if ogd else ("losses", "gradient")
+        what = "the loss gradient at the query point" if ogd else "one loss per criterion"
+        if getattr(args, want) is None or getattr(args, other) is not None:
+            raise TunerError(f"--{want}", f"{tuner.kind} observes {what}: pass --{want} "
+                                          f"(not --{other})")
+        values = _json_arg(getattr(args, want), f"--{want}")
         out = tuner.observe(setting, values, allow_off_policy=args.allow_off_policy)
         tuner.save(args.state)
     print(json.dumps(out))
