@@ -36,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gsjax.results import write_npz
+
 __all__ = [
     "CITATION",
     "RAW_COLUMNS",
@@ -159,11 +161,7 @@ def save(table: AdultTable, path: str | os.PathLike) -> Path:
     arrays.update({f"categories/{k}": np.asarray(v) for k, v in table.categories.items()})
     arrays["num_train"] = np.asarray(table.num_train, np.int32)
     arrays["source"] = np.asarray(CITATION)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-    return path
+    return write_npz(path, arrays)
 
 
 def _source(raw_folder) -> str | None:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax.graphs import Scopes
-from gsjax.lcb import Objective, first_pick, lcb_terms
+from gsjax.lcb import Objective, bit_table, first_pick, lcb_terms
 
 __all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "TooWide", "make_plan", "limits", "minimise"]
 
@@ -116,12 +116,6 @@ def _elimination(adj: list[set], ordered: bool, max_table: int):
     return order, seps
 
 
-def _bits(width: int) -> np.ndarray:
-    """(2^width, width) int; row ``a`` holds the bits of ``a``, bit ``s`` in column ``s``."""
-    a = np.arange(2 ** width)[:, None]
-    return (a >> np.arange(width)[None, :]) & 1
-
-
 class Limits(NamedTuple):
     """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
     ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets, one
@@ -173,7 +167,7 @@ class Plan:
             clique[v, 0] = v
             if seps[v]:
                 parent[v] = min(seps[v], key=position.__getitem__)
-        bits = _bits(slots)  # (2^W, W)
+        bits = bit_table(slots)  # (2^W, W)
         msg = np.zeros((n, 2 ** slots), np.int32)  # parent-clique assignment -> message entry
         for v in range(n):
             if parent[v] == n:
@@ -243,7 +237,7 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
                          f"{s_init.shape} and estimates {terms.theta_hat.shape}")
     dtype = s_init.dtype
     index = jnp.asarray(plan.index)
-    bits = jnp.asarray(_bits(m), dtype)  # (2^m, m)
+    bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
 
     def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
         phi = jnp.where(free[idx], bits, s_init[idx])

@@ -213,18 +213,13 @@ def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np
     fmask = _feature_mask(structure, padded(layout.factor_coords, layout.num_coords).mask)
     d_c = spec.factor_feature_dim
     rng = np.random.default_rng(seed)
+    draw = {"identity": np.eye, "scaled": lambda d: np.diag(rng.uniform(0.5, 1.5, d)),
+            "orthogonal": lambda d: _haar_orthogonal(rng, d)}[spec.mixing]
     out = np.zeros((layout.num_nodes, spec.max_degree, d_c, d_c))
     for i, fl in enumerate(_node_factor_lists(layout)):
         for j, c in enumerate(fl):
             real = np.flatnonzero(fmask[c])
-            d = len(real)
-            if spec.mixing == "identity":
-                m = np.eye(d)
-            elif spec.mixing == "scaled":
-                m = np.diag(rng.uniform(0.5, 1.5, d))
-            else:
-                m = _haar_orthogonal(rng, d)
-            out[i, j][np.ix_(real, real)] = m
+            out[i, j][np.ix_(real, real)] = draw(len(real))
     return out
 
 
@@ -301,16 +296,15 @@ class FactorEnv(Environment):
 
 def joint_theta(problem: Problem) -> jax.Array:
     """(F d_C,) the stacked true parameters ``theta_joint`` (``(k d,)`` node-wise)."""
-    if isinstance(problem.env_data, FactorData):
-        return problem.env_data.w.reshape(-1)
-    return problem.theta.reshape(-1)
+    data = problem.env_data
+    return (data.w if isinstance(data, FactorData) else problem.theta).reshape(-1)
 
 
 def joint_mask(problem: Problem) -> jax.Array:
     """(F d_C,) bool, the ``d_eff`` real entries of the joint parameter vector."""
-    if isinstance(problem.env_data, FactorData):
-        return problem.env_data.factor_feat_mask.reshape(-1)
-    return problem.feat_mask.reshape(-1)
+    data = problem.env_data
+    return (data.factor_feat_mask if isinstance(data, FactorData) else problem.feat_mask
+            ).reshape(-1)
 
 
 def make_factor_problem(

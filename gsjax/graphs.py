@@ -221,15 +221,9 @@ def chain_edges(num_nodes: int) -> list[tuple[int, int]]:
 
 def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
     """4-neighbour grid; node ``r * cols + c``."""
-    edges = []
-    for r in range(rows):
-        for c in range(cols):
-            v = r * cols + c
-            if c + 1 < cols:
-                edges.append((v, v + 1))
-            if r + 1 < rows:
-                edges.append((v, v + cols))
-    return edges
+    cells = [(r, c, r * cols + c) for r in range(rows) for c in range(cols)]
+    return [e for r, c, v in cells
+            for e in ((v, v + 1),) * (c + 1 < cols) + ((v, v + cols),) * (r + 1 < rows)]
 
 
 def complete_edges(num_nodes: int) -> list[tuple[int, int]]:

@@ -29,7 +29,6 @@ The norm uses ``sqrt(max(q, 1e-12))`` so that its gradient stays finite where ``
 
 from __future__ import annotations
 
-import itertools
 from typing import Callable, NamedTuple
 
 import jax
@@ -54,6 +53,7 @@ __all__ = [
     "softmin_pick",
     "MAX_VERTEX_COORDS",
     "first_min",
+    "bit_table",
 ]
 
 MAX_VERTEX_COORDS = 16  # whole-box enumeration limit for overlapping scopes
@@ -192,11 +192,9 @@ def minimise_objective_pgd(key, value, s_init, free, *, num_steps: int, num_star
     return s, best_value, residual
 
 
-def _bit_table(width: int, dtype) -> jax.Array:
-    """(2^width, width) table; row p holds the bits of p, bit j in column j."""
-    rows = list(itertools.product((0, 1), repeat=width))
-    table = np.array([r[::-1] for r in rows], dtype=np.float64)  # column j = bit j of p
-    return jnp.asarray(table, dtype)
+def bit_table(width: int) -> np.ndarray:
+    """(2^width, width) int table; row p holds the bits of p, bit j in column j."""
+    return (np.arange(2 ** width)[:, None] >> np.arange(width)[None, :]) & 1
 
 
 def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> jax.Array:
@@ -249,7 +247,7 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
     zero = jnp.zeros((), dtype)
     bl = objective.blocks
     if bl is not None:
-        bits = _bit_table(bl.scopes.shape[1], dtype)  # (P, m)
+        bits = jnp.asarray(bit_table(bl.scopes.shape[1]), dtype)  # (P, m)
 
         def per_block(idx, smask, th, iv, bt):
             verts = _vertices_from_free(bits, s_init[idx], free[idx] & smask)  # (P, m)
@@ -266,7 +264,7 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
     if n > MAX_VERTEX_COORDS:
         raise ValueError(f"vertex enumeration over overlapping scopes needs n <= "
                          f"{MAX_VERTEX_COORDS}; got n = {n}: use the PGD solver")
-    verts = _vertices_from_free(_bit_table(n, dtype), s_init, free)  # (2^n, n)
+    verts = _vertices_from_free(jnp.asarray(bit_table(n), dtype), s_init, free)  # (2^n, n)
     s, value = pick(jax.vmap(objective.value)(verts), verts)
     return s, value, zero
 

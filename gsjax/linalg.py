@@ -38,6 +38,7 @@ __all__ = [
     "gram",
     "sherman_morrison",
     "logdet_increment",
+    "advance",
     "symmetrize",
     "refresh",
     "update",
@@ -144,21 +145,20 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
 
-    return _advance(stats, stats.data_gram + jnp.outer(x, x), stats.b + x * y, incremental,
+    return advance(stats, stats.data_gram + jnp.outer(x, x), stats.b + x * y, incremental,
                     do_refresh)
 
 
-def _advance(stats: RidgeStats, data_gram, b, incremental, do_refresh) -> RidgeStats:
-    """New statistics with ``(inv, logdet)`` from ``incremental(None)``, or refreshed from
-    ``data_gram`` when ``do_refresh`` (static bool or traced scalar)."""
-
-    def exact(_):
-        return refresh(data_gram, stats.lam)
-
+def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh
+            ) -> RidgeStats:
+    """New statistics with ``(inv, logdet)`` from ``incremental(None)``, or recomputed by
+    ``exact(data_gram, lam)`` (default :func:`refresh`) when ``do_refresh`` (static bool or
+    traced scalar)."""
+    recompute = lambda _: exact(data_gram, stats.lam)  # noqa: E731
     if isinstance(do_refresh, bool):
-        inv, logdet = exact(None) if do_refresh else incremental(None)
+        inv, logdet = recompute(None) if do_refresh else incremental(None)
     else:
-        inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
+        inv, logdet = jax.lax.cond(do_refresh, recompute, incremental, None)
     return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)
 
 
@@ -230,5 +230,5 @@ def update_rank_k(stats: RidgeStats, xs: jax.Array, ys: jax.Array, do_refresh,
         inv, inc = step(stats.inv, xs)
         return inv, stats.logdet + inc
 
-    return _advance(stats, stats.data_gram + xs.T @ xs, stats.b + xs.T @ ys, incremental,
+    return advance(stats, stats.data_gram + xs.T @ xs, stats.b + xs.T @ ys, incremental,
                     do_refresh)

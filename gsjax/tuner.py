@@ -51,19 +51,17 @@ from gsjax.config import (
     config_hash,
     config_to_dict,
     find_config,
-    load_config,
     parse_config,
+    read_toml,
 )
 from gsjax.oco import algorithms as oalgs
 from gsjax.oco import experiment as oexp
 from gsjax.oco.config import (
     OCOConfig,
     config_kind,
-    load_oco_config,
     oco_config_to_dict,
     parse_oco_config,
 )
-from gsjax.oco.problem import make_problem as make_oco_problem
 from gsjax.problem import Feedback, all_features
 from gsjax.results import remove_orphan_tmps, write_npz
 
@@ -194,8 +192,8 @@ def _keep_prev(path: Path) -> None:
 
 class _Learner:
     """What both tuners share: the counters, the observe loop, status's common fields and the
-    state file. A subclass sets the config functions, ``_observed = (length, field, what)`` and
-    ``_learn`` (one round's update after ``act``)."""
+    state file. A subclass sets ``_schema`` (its config type and functions), ``_observed =
+    (length, field, what)`` and ``_learn`` (one round's update after ``act``)."""
 
     family: str
     _off_policy_use: str  # what --allow-off-policy lets the learner do, for the error
@@ -237,10 +235,11 @@ class _Learner:
     def from_config(cls, config, algorithm: str | None = None, seed: int = 0, overrides=(),
                     **options):
         """A fresh tuner from a config path, a built-in name or a parsed config."""
-        if isinstance(config, cls._config_type):
-            cfg = config if not overrides else cls._parse(cls._to_dict(config), overrides)
+        kind, parse, to_dict = cls._schema
+        if isinstance(config, kind):
+            cfg = config if not overrides else parse(to_dict(config), overrides)
         else:
-            cfg = cls._read(find_config(str(config)), overrides)
+            cfg = parse(read_toml(find_config(str(config))), overrides)
         return cls(cfg, algorithm=algorithm, seed=seed, **options)
 
     def suggest(self) -> np.ndarray:
@@ -289,7 +288,7 @@ class _Learner:
         counters = {name: np.asarray(getattr(self, name)).tolist()
                     for name in self._counter_names}
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
-                "config": self._to_dict(self.cfg), "algorithm": self.algorithm,
+                "config": self._schema[2](self.cfg), "algorithm": self.algorithm,
                 "seed": self.seed, **extra, "counters": counters}
         arrays = {"meta": np.asarray(json.dumps(meta))}
         for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
@@ -352,10 +351,7 @@ class Tuner(_Learner):
 
     family = "bandit"
     _off_policy_use = "learn from another setting"
-    _config_type = ExperimentConfig
-    _parse = staticmethod(parse_config)
-    _to_dict = staticmethod(config_to_dict)
-    _read = staticmethod(load_config)
+    _schema = (ExperimentConfig, parse_config, config_to_dict)  # type, parse, to_dict
 
     def __init__(self, cfg: ExperimentConfig, algorithm: str | None = None, seed: int = 0,
                  _restore: dict | None = None):
@@ -458,10 +454,7 @@ class OGDTuner(_Learner):
 
     family = "ogd"
     _off_policy_use = "record another deployed setting"
-    _config_type = OCOConfig
-    _parse = staticmethod(parse_oco_config)
-    _to_dict = staticmethod(oco_config_to_dict)
-    _read = staticmethod(load_oco_config)
+    _schema = (OCOConfig, parse_oco_config, oco_config_to_dict)
 
     def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
                  _restore: dict | None = None):
@@ -470,16 +463,13 @@ class OGDTuner(_Learner):
         entry = next(e for e in cfg.algorithms if e.name == algorithm)
         if cfg.dtype == "float64":
             jax.config.update("jax_enable_x64", True)
-        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
         horizon = int(cfg.horizons[0])
         oexp.check(cfg)
+        spec, problem, dtype = oexp.build_problem(cfg)
         params, budgets = oexp.entry_params(cfg, entry, horizon, dtype)
         if not 0 <= budget_index < params.p.shape[0]:
             raise TunerError("budget_index", f"entry {algorithm!r} has {params.p.shape[0]} "
                                              f"budget(s); got index {budget_index}")
-        spec, pc = oexp.spec_of(cfg), cfg.problem
-        problem = make_oco_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights,
-                                   pc.drift, dtype)
         self._start(cfg, algorithm, seed, problem,
                     jax.tree_util.tree_map(lambda a: a[budget_index], params), dtype)
         self.budget = np.asarray(budgets[budget_index], np.float64)
@@ -526,14 +516,11 @@ class OGDTuner(_Learner):
 def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(),
                 budget_index: int = 0):
     """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
-    if isinstance(config, OCOConfig):
+    if not isinstance(config, (OCOConfig, ExperimentConfig)):
+        config = find_config(str(config))
+    if isinstance(config, OCOConfig) or (isinstance(config, Path)
+                                         and config_kind(config) == "oco"):
         return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index=budget_index)
-    if not isinstance(config, ExperimentConfig):
-        path = find_config(str(config))
-        if config_kind(path) == "oco":
-            return OGDTuner.from_config(path, algorithm, seed, overrides,
-                                        budget_index=budget_index)
-        config = path
     return Tuner.from_config(config, algorithm, seed, overrides)
 
 

@@ -89,16 +89,13 @@ def _cmd_observe(args) -> int:
     setting = _json_arg(args.setting, "--setting")
     with _locked(args.state, exclusive=True):
         tuner = load(args.state)
-        if isinstance(tuner, OGDTuner):
-            if args.gradient is None or args.losses is not None:
-                raise TunerError("--gradient", f"{tuner.kind} observes the loss gradient at the "
-                                               f"query point: pass --gradient (not --losses)")
-            values = _json_arg(args.gradient, "--gradient")
-        else:
-            if args.losses is None or args.gradient is not None:
-                raise TunerError("--losses", f"{tuner.kind} observes one loss per criterion: "
-                                             f"pass --losses (not --gradient)")
-            values = _json_arg(args.losses, "--losses")
+        ogd = isinstance(tuner, OGDTuner)
+        want, other = ("gradient", "losses") if ogd else ("losses", "gradient")
+        what = "the loss gradient at the query point" if ogd else "one loss per criterion"
+        if getattr(args, want) is None or getattr(args, other) is not None:
+            raise TunerError(f"--{want}", f"{tuner.kind} observes {what}: pass --{want} "
+                                          f"(not --{other})")
+        values = _json_arg(getattr(args, want), f"--{want}")
         out = tuner.observe(setting, values, allow_off_policy=args.allow_off_policy)
         tuner.save(args.state)
     print(json.dumps(out))
@@ -115,37 +112,33 @@ def add_parser(sub) -> None:
     t = sub.add_parser("tuner", help="ask/tell tuning of a live system (state kept in a file)")
     ts = t.add_subparsers(dest="tuner_command", required=True)
 
-    i = ts.add_parser("init", help="create a learner from a config")
-    i.add_argument("config", help="config path or built-in name")
-    i.add_argument("state", help="state file to create")
+    def command(name, func, what, *positionals):  # positionals: (name, help); default: state
+        p = ts.add_parser(name, help=what)
+        for arg, arg_help in positionals or (("state", None),):
+            p.add_argument(arg, help=arg_help)
+        p.set_defaults(func=func)
+        return p
+
+    i = command("init", _cmd_init, "create a learner from a config",
+                ("config", "config path or built-in name"), ("state", "state file to create"))
     i.add_argument("--algorithm", help="algorithm entry of the config (default: the first)")
     i.add_argument("--seed", type=int, default=0, help="the learner's seed id (default 0)")
     i.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     i.add_argument("--force", action="store_true", help="overwrite an existing state file")
     i.add_argument("--budget-index", type=int, default=0,
                    help="OGD configs: which of the entry's budgets (default 0)")
-    i.set_defaults(func=_cmd_init)
 
-    s = ts.add_parser("suggest", help="print the setting to deploy (JSON list)")
-    s.add_argument("state")
-    s.set_defaults(func=_cmd_suggest)
+    command("suggest", _cmd_suggest, "print the setting to deploy (JSON list)")
 
-    o = ts.add_parser("observe", help="add the losses measured at a setting")
-    o.add_argument("state")
+    o = command("observe", _cmd_observe, "add the losses measured at a setting")
     o.add_argument("--setting", required=True, help="JSON list of n values (or a list of rows)")
     o.add_argument("--losses", help="JSON list of k losses (or a list of rows): bandit configs")
     o.add_argument("--gradient", help="JSON list of n partial derivatives at the query point "
                                       "(or a list of rows): OGD configs")
     o.add_argument("--allow-off-policy", action="store_true",
                    help="accept a setting other than the suggested one")
-    o.set_defaults(func=_cmd_observe)
 
-    q = ts.add_parser("query", help="OGD: where to measure this round's loss gradient")
-    q.add_argument("state")
-    q.set_defaults(func=_cmd_query)
+    command("query", _cmd_query, "OGD: where to measure this round's loss gradient")
 
-    st = ts.add_parser("status", help="rounds, updates, movement, estimates and confidence")
-    st.add_argument("state")
+    st = command("status", _cmd_status, "rounds, updates, movement, estimates and confidence")
     st.add_argument("--compact", action="store_true", help="one-line JSON")
-    st.set_defaults(func=_cmd_status)
-

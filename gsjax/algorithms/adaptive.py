@@ -65,7 +65,7 @@ from gsjax.algorithms import schedules
 from gsjax.algorithms.base import AgentSpec, BanditAlgorithm
 from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.algorithms.kernel import (Estimator, check_solver, exploration_radius, make_kernel,
-                                     refresh_now)
+                                     refresh_now, ridge_init)
 from gsjax.problem import Problem, Structure, all_features, feature_dim, feature_norm_sq_bound
 
 __all__ = [
@@ -176,47 +176,33 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
     kind, tau, gamma = structure.features, int(spec.warmup), float(spec.signal_gamma)
 
     def init(params, problem):
-        dtype = problem.dtype
-        stats = jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg)
-        return stats, jnp.ones((k, n), bool)
+        return ridge_init(params, problem, d)[0], jnp.ones((k, n), bool)
 
     def observe(state, action, feedback, t, params, problem):
         """Statistics of the full features, the sparsity test at round tau, the masked
         inverse and log-det of the kept features."""
         full = super_problem(structure, problem, jnp.ones((k, n), bool))
         phi = all_features(sup, full, action)  # (k, D) full super-graph features
-        st = state.stats
-        data_gram = st.data_gram + jnp.einsum("ki,kj->kij", phi, phi)
-        b = st.b + phi * feedback.y[:, None]
-        refine_now = t == tau
+        st, scope_keep, refine_now = state.stats, state.graph, t == tau
         if tau > 0:
             # The test reads theta_hat of V_tau: one Sherman-Morrison step from V_{tau-1}^{-1}
             # (all features kept during warm-up), so the round needs one factorisation only.
             inv_full = jax.vmap(linalg.sherman_morrison)(st.inv, phi)
-            theta_full = jnp.einsum("kij,kj->ki", inv_full, b)
-            scope_keep = jnp.where(refine_now, sparsity_test(kind, theta_full, gamma),
-                                   state.graph)
-        else:
-            scope_keep = state.graph
-        keep = feature_keep(kind, scope_keep)
-        phi_k = jnp.where(keep, phi, 0.0)
+            theta_full = jnp.einsum("kij,kj->ki", inv_full, st.b + phi * feedback.y[:, None])
+            scope_keep = jnp.where(refine_now, sparsity_test(kind, theta_full, gamma), scope_keep)
         do_refresh = refresh_now(spec, t)
         if do_refresh is not True:  # the test round refreshes: the kept block changes
             do_refresh = do_refresh | refine_now
 
-        def exact(_):
-            return jax.vmap(_masked_refresh)(data_gram, st.lam, keep)
+        def one(st, phi, y, keep):  # one criterion, the kept features' inverse and log-det
+            phi_k = jnp.where(keep, phi, 0.0)
+            incremental = lambda _: (linalg.sherman_morrison(st.inv, phi_k),  # noqa: E731
+                                     st.logdet + linalg.logdet_increment(st.inv, phi_k))
+            return linalg.advance(st, st.data_gram + jnp.outer(phi, phi), st.b + phi * y,
+                                  incremental, do_refresh,
+                                  lambda gram, lam: _masked_refresh(gram, lam, keep))
 
-        def incremental(_):
-            inc = jax.vmap(linalg.logdet_increment)(st.inv, phi_k)
-            return jax.vmap(linalg.sherman_morrison)(st.inv, phi_k), st.logdet + inc
-
-        if isinstance(do_refresh, bool):
-            inv, logdet = exact(None)
-        else:
-            inv, logdet = jax.lax.cond(do_refresh, exact, incremental, None)
-        stats = linalg.RidgeStats(data_gram=data_gram, lam=st.lam, inv=inv, b=b, logdet=logdet)
-        return stats, scope_keep
+        return jax.vmap(one)(st, phi, feedback.y, feature_keep(kind, scope_keep)), scope_keep
 
     def radius(params, graph, t, dtype):
         keep = feature_keep(kind, graph)  # d_i and L_i^2 of criterion i's kept features
@@ -269,13 +255,12 @@ def make(structure: Structure, spec: AgentSpec, logic: Logic = HARD) -> BanditAl
     def phase(t):  # refined (or super-graph) lazy play after the test; the test round forced
         return t > tau, t == tau
 
-    schedule = schedules.BY_KIND[spec.refined](reference="global")
-    if tau == 0:  # Corollary 5: lazy on the super-graph from the first round
-        return make_kernel("adaptive_lazy", structure, spec, restricted(structure, spec),
-                           schedule, logic, describe=describe)
-    # the first LCB policy comes after the test; warm-up plays are random
-    return make_kernel("adaptive_lazy", structure, spec, restricted(structure, spec), schedule,
-                       logic, act=act, phase=phase, first_policy=False, describe=describe)
+    # tau = 0 (Corollary 5): lazy on the super-graph from the first round; else the warm-up
+    # plays are random and the first LCB policy comes after the test
+    warmup = {} if tau == 0 else dict(act=act, phase=phase, first_policy=False)
+    return make_kernel("adaptive_lazy", structure, spec, restricted(structure, spec),
+                       schedules.BY_KIND[spec.refined](reference="global"), logic,
+                       describe=describe, **warmup)
 
 
 def describe(state, problem: Problem) -> dict:

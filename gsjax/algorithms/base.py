@@ -79,8 +79,8 @@ class AgentParams(NamedTuple):
         """
         k = _check_k(k)
         check_float_dtype(dtype, f"{_WHERE}: dtype")
-        per = lambda v, name, **b: _per_criterion(v, name, k, dtype, **b)  # noqa: E731
-        one = lambda v, name, **b: _scalar(v, name, dtype, **b)  # noqa: E731
+        per = lambda v, name, **b: _checked(v, name, dtype, k, **b)[0]  # noqa: E731
+        one = lambda v, name, **b: _checked(v, name, dtype, **b)[0]  # noqa: E731
         return cls(
             lambda_reg=per(lambda_reg, "lambda_reg", gt=0.0),
             beta=per(beta, "beta", ge=0.0),
@@ -103,36 +103,22 @@ def _check_k(k) -> int:
     return int(k)
 
 
-def _per_criterion(value, name: str, k: int, dtype, **bounds) -> jax.Array:
-    """A scalar or ``(k,)`` value, checked, as a ``(k,)`` array."""
+def _checked(value, name: str, dtype, k: int | None = None, **bounds):
+    """``(array, concrete float64 values or None when traced)``: a checked scalar as a ``()``
+    array or, given ``k``, a scalar or ``(k,)`` value as a ``(k,)`` array."""
     shape, values = shape_and_values(value, f"{_WHERE}: {name}")
     if shape not in ((), (k,)):
-        raise ValueError(f"{_WHERE}: {name}: expected a scalar or k = {k} values (one per "
-                         f"criterion), got shape {shape}")
+        want = "a scalar" if k is None else f"a scalar or k = {k} values (one per criterion)"
+        raise ValueError(f"{_WHERE}: {name}: expected {want}, got shape {shape}")
     if values is not None:
         check_bounds(values, f"{_WHERE}: {name}", **bounds)
-    return jnp.broadcast_to(jnp.asarray(value, dtype), (k,))
-
-
-def _scalar(value, name: str, dtype, **bounds) -> jax.Array:
-    """A checked scalar as a ``()`` array."""
-    shape, values = shape_and_values(value, f"{_WHERE}: {name}")
-    if shape != ():
-        raise ValueError(f"{_WHERE}: {name}: expected a scalar, got shape {shape}")
-    if values is not None:
-        check_bounds(values, f"{_WHERE}: {name}", **bounds)
-    return jnp.asarray(value, dtype)
+    return jnp.broadcast_to(jnp.asarray(value, dtype), shape if k is None else (k,)), values
 
 
 def _log_trigger(trigger_ratio, dtype) -> jax.Array:
     """``log(trigger_ratio)``, the ratio checked ``> 1``; float64 ``math.log`` when concrete."""
-    shape, values = shape_and_values(trigger_ratio, f"{_WHERE}: trigger_ratio")
-    if shape != ():
-        raise ValueError(f"{_WHERE}: trigger_ratio: expected a scalar, got shape {shape}")
-    if values is None:
-        return jnp.log(jnp.asarray(trigger_ratio, dtype))
-    check_bounds(values, f"{_WHERE}: trigger_ratio", gt=1.0)
-    return jnp.asarray(math.log(float(values)), dtype)
+    ratio, values = _checked(trigger_ratio, "trigger_ratio", dtype, gt=1.0)
+    return jnp.log(ratio) if values is None else jnp.asarray(math.log(float(values)), dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,11 +167,6 @@ class SolveRequest(NamedTuple):
     beta: jax.Array  # (k,) exploration radius for this round
 
 
-InitFn = Callable[..., BanditState]
-ActFn = Callable[..., tuple]
-UpdateFn = Callable[..., tuple]
-
-
 class BanditAlgorithm(NamedTuple):
     """An algorithm as pure functions with its static settings bound by closure
     (:func:`gsjax.algorithms.kernel.make_kernel` builds every one).
@@ -199,9 +180,9 @@ class BanditAlgorithm(NamedTuple):
     """
 
     name: str
-    init: InitFn
-    act: ActFn
-    update: UpdateFn
+    init: Callable  # (key, params, problem) -> BanditState
+    act: Callable  # (key, state, params, problem) -> (action, state)
+    update: Callable  # (key, state, action, feedback, params, problem) -> (state, BanditInfo)
     prepare: Callable
     solve: Callable
     always_solves: bool

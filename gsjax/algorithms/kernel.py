@@ -43,8 +43,8 @@ from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.problem import Feedback, Problem, Structure, all_features
 
 __all__ = ["Estimator", "make_kernel", "ridge", "solve_objective", "exploration_radius",
-           "oful_norm_sq", "refresh_now", "check_solver", "dp_applies", "node_recipe",
-           "NODE_KINDS"]
+           "oful_norm_sq", "refresh_now", "ridge_init", "check_solver", "dp_applies",
+           "node_recipe", "NODE_KINDS"]
 
 NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
@@ -224,17 +224,19 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
 
     return BanditAlgorithm(
         name=name, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
-        always_solves=schedule.always_solves or L.soft, describe=describe or (lambda state, problem: {}), relaxed=L.soft,
+        always_solves=schedule.always_solves or L.soft,
+        describe=describe or (lambda state, problem: {}), relaxed=L.soft,
     )
+
+
+def ridge_init(params: AgentParams, problem: Problem, d: int):
+    """``(stats, ())``: one prior ridge estimator of ``d`` features per criterion."""
+    return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype))(params.lambda_reg), ()
 
 
 def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
     """One ridge estimator per criterion on its own scope's features (DESIGN section 2)."""
     n, d = structure.num_coords, structure.feature_dim
-
-    def init(params, problem):
-        dtype = problem.dtype
-        return jax.vmap(lambda lam: linalg.init(lam, d, dtype))(params.lambda_reg), ()
 
     def observe(state, action, feedback, t, params, problem):
         phi = all_features(structure, problem, action)  # (k, d)
@@ -247,7 +249,7 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
         return lcb.node_objective(structure, problem, theta_hat, stats.inv, beta)
 
     return Estimator(
-        init=init, observe=observe,
+        init=lambda params, problem: ridge_init(params, problem, d), observe=observe,
         radius=lambda params, problem, graph, t: exploration_radius(
             spec, params, problem.feat_mask,
             structure.env.feature_norm_sq_bound(structure, problem), t),

@@ -42,13 +42,14 @@ the component-wise one each component's ``D_i = \sqrt d``, ``G_i``, ``p_i``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gsjax.oco.problem import OCOProblem, OCOSpec, coord_grad
+from gsjax.oco.problem import OCOProblem, OCOSpec, coord_grad, coord_loss
 
 __all__ = [
     "OCOParams",
@@ -153,19 +154,15 @@ def _make(name: str, spec: OCOSpec, lazy: bool, componentwise: bool) -> OCOAlgor
         del key, action
         g = coord_grad(spec, state.w, target, problem.weight)
         w = jnp.clip(state.w - jnp.repeat(params.eta, d) * g, 0.0, 1.0)
-        u = state.w - target
-        vloss = problem.weight * (u * u if spec.loss == "squared" else jnp.abs(u))
+        vloss = coord_loss(spec, state.w, target, problem.weight)
         return state._replace(w=w), OCOInfo(switched=state.switched, virtual_loss=vloss)
 
     return OCOAlgorithm(name, init, act, update, lazy, componentwise)
 
 
 REGISTRY: dict[str, Callable[[OCOSpec], OCOAlgorithm]] = {
-    "ogd": lambda spec: _make("ogd", spec, lazy=False, componentwise=False),
-    "lazy_ogd": lambda spec: _make("lazy_ogd", spec, lazy=True, componentwise=False),
-    "componentwise_lazy_ogd": lambda spec: _make(
-        "componentwise_lazy_ogd", spec, lazy=True, componentwise=True),
-}
+    name: functools.partial(_make, name, lazy=lazy, componentwise=cw) for name, lazy, cw in
+    (("ogd", False, False), ("lazy_ogd", True, False), ("componentwise_lazy_ogd", True, True))}
 
 
 def register(name: str, factory: Callable[[OCOSpec], OCOAlgorithm]) -> None:

@@ -31,14 +31,14 @@ from gsjax.experiment import (memory_estimate, merge_parts, run_folder, run_meta
 from gsjax.oco import algorithms as algs
 from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
-from gsjax.oco.problem import OCOSpec, diameters, gradient_bounds, make_problem
+from gsjax.oco.problem import OCOProblem, OCOSpec, diameters, gradient_bounds, make_problem
 from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, hindsight, make_chunked, sweep
 from gsjax.runner import auto_chunk, seed_keys
 
-__all__ = ["spec_of", "budget_matrix", "entry_params", "check", "record_every", "config_digest",
-           "OCORun", "OCOExperiment", "run_experiment", "summarise", "fit_exponents", "tradeoff",
-           "arrays", "merge", "write_results", "run_and_write", "paper_exponents", "replot",
-           "memory_needed"]
+__all__ = ["spec_of", "build_problem", "budget_matrix", "entry_params", "check", "record_every",
+           "config_digest", "OCORun", "OCOExperiment", "run_experiment", "summarise",
+           "fit_exponents", "tradeoff", "arrays", "merge", "write_results", "run_and_write",
+           "paper_exponents", "replot", "memory_needed"]
 
 
 def spec_of(cfg: OCOConfig) -> OCOSpec:
@@ -46,6 +46,14 @@ def spec_of(cfg: OCOConfig) -> OCOSpec:
     return OCOSpec(loss=pc.loss, targets=pc.targets, adversary=pc.adversary,
                    num_components=pc.num_components, block_dim=pc.block_dim,
                    switch_period=pc.switch_period)
+
+
+def build_problem(cfg: OCOConfig) -> tuple[OCOSpec, OCOProblem, jnp.dtype]:
+    """``(spec, problem, dtype)`` of a config; call it under ``jax.enable_x64`` for float64."""
+    spec, pc = spec_of(cfg), cfg.problem
+    dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
+    return spec, make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
+                              dtype), dtype
 
 
 def budget_matrix(entry: OCOEntry, horizon: int, k: int) -> np.ndarray:
@@ -113,10 +121,24 @@ class OCORun(NamedTuple):
     record_every: int
 
 
+_POINT_FIELDS = ("budgets", "p", "eta")  # OCORun's per-point arrays (in arrays.npz too)
+
+
 class OCOExperiment(NamedTuple):
     cfg: OCOConfig
     seed_ids: np.ndarray
     runs: dict  # (entry name, T) -> OCORun
+
+
+def _plan(cfg: OCOConfig, dtype, chunk_rounds: int | None = None) -> dict:
+    """Run name ``ENTRY/T{T}`` -> ``(entry, T, record interval, chunk, params, budgets)``."""
+    plan = {}
+    for T in cfg.horizons:
+        every = record_every(cfg, T)
+        chunk = auto_chunk(T, every) if chunk_rounds is None else chunk_rounds
+        for e in cfg.algorithms:
+            plan[f"{e.name}/T{T}"] = (e, T, every, chunk, *entry_params(cfg, e, T, dtype))
+    return plan
 
 
 def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
@@ -130,19 +152,10 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
     """
     check(cfg)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
-    spec = spec_of(cfg)
     with jax.enable_x64(cfg.dtype == "float64"):
-        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
-        pc = cfg.problem
-        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
-                               dtype)
+        spec, problem, dtype = build_problem(cfg)
         root = jax.random.key(cfg.root_seed)
-        plan = {}  # run name -> (entry, T, record interval, chunk, params, budgets)
-        for T in cfg.horizons:
-            every = record_every(cfg, T)
-            chunk = auto_chunk(T, every) if chunk_rounds is None else chunk_rounds
-            for e in cfg.algorithms:
-                plan[f"{e.name}/T{T}"] = (e, T, every, chunk, *entry_params(cfg, e, T, dtype))
+        plan = _plan(cfg, dtype, chunk_rounds)
 
         def run(e, T, every, params, budgets, **hooks):
             out = sweep(root, seed_ids, algs.make(e.algorithm, spec), spec, problem, params, T,
@@ -171,27 +184,20 @@ def memory_needed(cfg: OCOConfig) -> int:
     (entry, horizon) runs for every seed, every run's results for every seed and its records
     for the first ``record_seeds``, from ``jax.eval_shape`` on one seed; nothing compiled."""
     check(cfg)
-    spec = spec_of(cfg)
     carry, kept = 0, 0
     with jax.enable_x64(cfg.dtype == "float64"):
-        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
-        pc = cfg.problem
-        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
-                               dtype)
+        spec, problem, dtype = build_problem(cfg)
         keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
-        for T in cfg.horizons:
-            every = record_every(cfg, T)
-            for e in cfg.algorithms:
-                params = entry_params(cfg, e, T, dtype)[0]
-                init_fn, chunk_fn = make_chunked(algs.make(e.algorithm, spec), spec, T, every,
-                                                 every, cfg.record_seeds)
-                c = jax.eval_shape(init_fn, keys, problem, params)
-                record = jax.eval_shape(chunk_fn, c, 0, keys, problem, params)[1]
-                result = jax.eval_shape(jax.vmap(lambda c, prob, T=T: hindsight(c, spec, prob, T),
-                                                 in_axes=(0, None)), c, problem)
-                carry = max(carry, memory_estimate(c, None, 0, cfg.seeds))
-                kept += memory_estimate(result, None, 0, cfg.seeds)
-                kept += memory_estimate(None, record, T // every, min(cfg.record_seeds, cfg.seeds))
+        for e, T, every, _, params, _ in _plan(cfg, dtype).values():
+            init_fn, chunk_fn = make_chunked(algs.make(e.algorithm, spec), spec, T, every, every,
+                                             cfg.record_seeds)
+            c = jax.eval_shape(init_fn, keys, problem, params)
+            record = jax.eval_shape(chunk_fn, c, 0, keys, problem, params)[1]
+            result = jax.eval_shape(jax.vmap(lambda c, prob, T=T: hindsight(c, spec, prob, T),
+                                             in_axes=(0, None)), c, problem)
+            carry = max(carry, memory_estimate(c, None, 0, cfg.seeds))
+            kept += memory_estimate(result, None, 0, cfg.seeds)
+            kept += memory_estimate(None, record, T // every, min(cfg.record_seeds, cfg.seeds))
     return carry + kept
 
 
@@ -257,6 +263,13 @@ def _wls_slope(x, y, se):
     return float(slope), float(math.sqrt(np.sum(resid**2) / (len(x) - 2) / sxx))
 
 
+def _per_seed(r: OCOResult, q: str, j: int, move_cost: float) -> np.ndarray:
+    """(S,) quantity ``q`` of budget point ``j``, summed over the components."""
+    if q == "total_regret":
+        return r.loss_regret[:, j].sum(-1) + move_cost * r.movement[:, j].sum(-1)
+    return getattr(r, q)[:, j].sum(-1).astype(np.float64)
+
+
 def fit_exponents(exp: OCOExperiment) -> list[dict]:
     """Log-log exponents in T per entry and budget exponent ``a`` (needs >= 2 horizons):
     ``log E[.] = c + e log T`` by weighted least squares (``Var log mean ~ (se/mean)^2``),
@@ -276,22 +289,12 @@ def fit_exponents(exp: OCOExperiment) -> list[dict]:
                    "budget_exponent": a, "horizons": list(cfg.horizons),
                    "paper": paper_exponents(a)}
             for q in ("loss_regret", "movement", "total_regret", "switches"):
-                means, ses = [], []
-                for T in cfg.horizons:
-                    r = exp.runs[(e.name, T)].out.result
-                    if q == "total_regret":
-                        v = r.loss_regret[:, j].sum(-1) + cfg.move_cost * r.movement[:, j].sum(-1)
-                    else:
-                        v = getattr(r, q)[:, j].sum(-1).astype(np.float64)
-                    ms = results.mean_stderr(v)
-                    means.append(ms["mean"])
-                    ses.append(ms["stderr"])
-                means, ses = np.asarray(means), np.asarray(ses)
-                if np.all(means > 0):
-                    slope, sse = _wls_slope(np.log(cfg.horizons), np.log(means), ses / means)
-                    row[q] = {"exponent": slope, "stderr": sse, "means": means.tolist()}
-                else:
-                    row[q] = {"exponent": None, "stderr": None, "means": means.tolist()}
+                ms = [results.mean_stderr(_per_seed(exp.runs[(e.name, T)].out.result, q, j,
+                                                    cfg.move_cost)) for T in cfg.horizons]
+                means, ses = (np.asarray([m[x] for m in ms]) for x in ("mean", "stderr"))
+                slope, sse = (_wls_slope(np.log(cfg.horizons), np.log(means), ses / means)
+                              if np.all(means > 0) else (None, None))
+                row[q] = {"exponent": slope, "stderr": sse, "means": means.tolist()}
             out.append(row)
     return out
 
@@ -352,9 +355,7 @@ def arrays(exp: OCOExperiment) -> dict:
     for (name, T), run in exp.runs.items():
         pre = f"{name}/T{T}"
         out.update(results.flatten(pre, run.out.result))
-        out[f"{pre}/budgets"] = run.budgets
-        out[f"{pre}/p"] = run.p
-        out[f"{pre}/eta"] = run.eta
+        out.update({f"{pre}/{f}": getattr(run, f) for f in _POINT_FIELDS})
         if run.out.records is not None:
             out[f"{pre}/rounds"] = np.arange(run.record_every, T + 1, run.record_every)
             out.update(results.flatten(f"{pre}/records", run.out.records))
@@ -385,8 +386,8 @@ def merge(folders) -> tuple[OCOExperiment, dict]:
             records = cat(f"{pre}/records", OCORecords._fields, cfg.record_seeds)
             out = SweepOutput(OCOResult(*cat(pre, OCOResult._fields)),
                               None if records is None else OCORecords(*records), 0.0, 0.0)
-            runs[(e.name, T)] = OCORun(e, T, arrs[0][f"{pre}/budgets"], arrs[0][f"{pre}/p"],
-                                       arrs[0][f"{pre}/eta"], out, record_every(cfg, T))
+            runs[(e.name, T)] = OCORun(e, T, *(arrs[0][f"{pre}/{f}"] for f in _POINT_FIELDS),
+                                       out, record_every(cfg, T))
     timings = {t: sum(summary["meta"][t] for *_, summary in parts)
                for t in ("compile_seconds", "run_seconds")}
     return OCOExperiment(cfg, seed_ids, runs), timings

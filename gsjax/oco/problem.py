@@ -178,10 +178,7 @@ def target_step(key, tstate: TargetState, s_prev, t, spec: OCOSpec, problem: OCO
         jump = (jax.random.uniform(k_jump, (), problem.low.dtype) < 1.0 / spec.switch_period) | (t == 1)
         z = jnp.where(jump, _uniform_in(k_new, problem), tstate.z)
     elif kind == "adversarial":
-        if spec.adversary == "previous":
-            ref = s_prev
-        else:
-            ref = sum_s / jnp.asarray(t, sum_s.dtype)
+        ref = s_prev if spec.adversary == "previous" else sum_s / jnp.asarray(t, sum_s.dtype)
         mid = 0.5 * (problem.low + problem.high)
         z = jnp.where(ref >= mid, problem.low, problem.high)
     else:  # pragma: no cover - validated by the config
