@@ -252,7 +252,7 @@ class BanditTuning:
     ``to_params(u)``, the relaxed objective ``relaxed(u, rp)``, the hard runs ``hard(...)``."""
 
     def __init__(self, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
-                 overrides=(), dtype="float64", window=None):
+                 overrides=(), dtype="float64", window=None, seed_start=0):
         cfg = load_config(path, _sets(overrides, seeds, horizon, f"dtype={dtype}"))
         entry = _pick_entry(cfg, algorithm)
         for p in names:
@@ -275,8 +275,11 @@ class BanditTuning:
         if window is not None and (window < 1 or T % window):
             raise ConfigError("--window", f"must divide the horizon ({T}); got {window}")
         self.cfg, self.entry, self.rc, self.S, self.H, self.T = cfg, entry, rc, S, H, T
-        self.built = built = experiment.build(cfg)
-        self.held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=S)
+        self.seed_ids = np.arange(seed_start, seed_start + S)  # tuning seeds (global ids)
+        self.held_ids = np.arange(seed_start + S, seed_start + S + H)
+        self.built = built = experiment.build(cfg, seed_start=seed_start)
+        self.held = experiment.build(dataclasses.replace(cfg, seeds=H),
+                                     seed_start=seed_start + S)
         ba = self.ba = built.algorithms[0]
         fdtype = self.dtype = built.dtype
         k = self.k = built.structure.num_criteria
@@ -286,7 +289,7 @@ class BanditTuning:
             raise ConfigError("--params", f"per-criterion triggers need a node-wise estimator; "
                                           f"{entry.algorithm} has one joint trigger")
         self.root = root = jax.random.key(cfg.root_seed)
-        self.keys = keys = runner.seed_keys(root, jnp.arange(S))
+        self.keys = keys = runner.seed_keys(root, jnp.asarray(self.seed_ids, jnp.uint32))
         self.rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
         blk = rc.block if window is None else None
         obj = relaxed.make_objective(entry.algorithm, built.structure, ba.spec, T,
@@ -336,8 +339,10 @@ class BanditTuning:
         """(G, S) the HARD run's regret (prediction + movement) at each point of ``us``, all in
         one grid sweep (one compilation per number of points)."""
         ba, T = self.ba, self.T
-        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
-                                         *[self.to_params(u) for u in us])
+        # The points stacked on the host, then one vmapped to_params (no per-point ops).
+        ustack = {n: jnp.asarray(np.stack([np.asarray(u[n]) for u in us]), self.dtype)
+                  for n in self.u0}
+        stacked = jax.vmap(self.to_params)(ustack)
         res = runner.sweep(self.root, seed_ids, ba.algo, b.structure, b.problem, stacked,
                            jnp.full((len(us),), ba.move_cost, self.dtype), T,
                            self.cfg.record_every, b.problem_per_seed, grid=True)
@@ -403,7 +408,7 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     else:  # es: the smoothed HARD objective; one sweep of 2P perturbed points and the centre
         x0, to_u = bt.flat()
         rng = np.random.default_rng(es_seed)
-        seed_ids = np.arange(S)
+        seed_ids = bt.seed_ids
 
         def step(u, i):
             x, _ = ravel_pytree(u)
@@ -427,7 +432,7 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     sel_step = min(range(len(trace)), key=lambda i: trace[i]["objective"])
     if select == "hard" and estimator == "pathwise":
         us = [{k: jnp.asarray(v, fdtype) for k, v in t["u"].items()} for t in trace]
-        tun = np.mean(bt.hard(bt.built, np.arange(S), us), 1)
+        tun = np.mean(bt.hard(bt.built, bt.seed_ids, us), 1)
         for t, v in zip(trace, tun):
             t["hard_tuning"] = float(v)
         sel_step = int(np.argmin(tun))
@@ -435,13 +440,13 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
     t1 = time.perf_counter()
 
     if estimator == "es":  # the objective is the hard run's on the tuning seeds
-        objective = list(bt.hard(bt.built, np.arange(S), [u0, u_best]))
+        objective = list(bt.hard(bt.built, bt.seed_ids, [u0, u_best]))
     else:
         objective = [np.asarray(tot.prediction_regret + tot.movement_cost)
                      for tot in (value(u0)[1], value(u_best)[1])]
     result = _result({kn.name: {"initial": bt.show(kn, u0), "final": bt.show(kn, u_best)}
                       for kn in bt.knobs}, objective,
-                     bt.hard(bt.held, np.arange(S, S + H), [u0, u_best]), check)
+                     bt.hard(bt.held, bt.held_ids, [u0, u_best]), check)
     t2 = time.perf_counter()
     meta = _meta(path, bt.entry, "bandit", dtype, overrides, S, H, T, steps, lr, check,
                  {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
