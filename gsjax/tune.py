@@ -336,17 +336,32 @@ class BanditTuning:
         self.relaxed = relaxed_
 
     def hard(self, b, seed_ids, us):
-        """(G, S) the HARD run's regret (prediction + movement) at each point of ``us``, all in
-        one grid sweep (one compilation per number of points)."""
+        """(G, S) the HARD run's regret (prediction + movement) at each point of ``us`` on the
+        seeds ``seed_ids`` of the built experiment ``b`` (``self.built``: the tuning seeds,
+        ``self.held``: the held-out ones): ``runner.run`` vmapped over seeds and points, one
+        jitted program per ``b`` and number of points, reused from call to call (the ES
+        estimator calls it every step)."""
         ba, T = self.ba, self.T
-        # The points stacked on the host, then one vmapped to_params (no per-point ops).
+        fn = self._hard_fns.get(id(b)) if hasattr(self, "_hard_fns") else None
+        if fn is None:
+            pax = 0 if b.problem_per_seed else None
+
+            def one(key, prob, params):
+                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost,
+                                       T, T)
+                return tot.prediction_regret + tot.movement_cost
+
+            def grid(keys, prob, ustack):
+                params = jax.vmap(self.to_params)(ustack)
+                return jax.vmap(jax.vmap(one, in_axes=(0, pax, None)),
+                                in_axes=(None, None, 0))(keys, prob, params)
+
+            fn = jax.jit(grid)
+            self.__dict__.setdefault("_hard_fns", {})[id(b)] = fn
         ustack = {n: jnp.asarray(np.stack([np.asarray(u[n]) for u in us]), self.dtype)
                   for n in self.u0}
-        stacked = jax.vmap(self.to_params)(ustack)
-        res = runner.sweep(self.root, seed_ids, ba.algo, b.structure, b.problem, stacked,
-                           jnp.full((len(us),), ba.move_cost, self.dtype), T,
-                           self.cfg.record_every, b.problem_per_seed, grid=True)
-        return np.asarray(res.totals.prediction_regret + res.totals.movement_cost)
+        keys = runner.seed_keys(self.root, jnp.asarray(np.asarray(seed_ids), jnp.uint32))
+        return np.asarray(fn(keys, b.problem, ustack))
 
     def flat(self):
         """``(x0, to_u)``: the knobs as one float64 vector and its inverse."""

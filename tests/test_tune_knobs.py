@@ -229,3 +229,44 @@ def test_tune_vs_grid_scores_per_criterion_points(tmp_path, cfg_path):
         tj["heldout_hard"]["final"]["mean"], rel=1e-9)
     assert cmp["defaults"]["heldout"]["mean"] == pytest.approx(
         tj["heldout_hard"]["initial"]["mean"], rel=1e-9)
+
+
+def test_equal_compute_comparison_small(tmp_path, cfg_path):
+    """``benchmarks/gradients.py compare`` on the tiny config: the rows' schema and compute; a
+    budget of one hard point is the config's point, so random search's held-out score is the
+    ordinary hard run of the held-out seeds (``run_experiment``); random points stay in the box."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import gradients
+
+    out = tmp_path / "cmp.json"
+    assert gradients.main(["compare", "--config", str(cfg_path), "--horizon", "20", "--seeds",
+                           "2", "--heldout", "3", "--params", "beta[*],trigger", "--budgets",
+                           "1,3", "--pairs", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["result"]
+    keys = {"setting", "knobs", "method", "compute_seed_rounds", "heldout_mean",
+            "heldout_stderr", "paired_diff_vs_random", "paired_p_vs_random"}
+    assert all(keys <= set(r) for r in rows)
+    by = {(r["method"], r["compute_seed_rounds"]): r for r in rows}
+    assert set(by) == {("random", 40), ("random", 120), ("es", 120), ("defaults", 0)}
+    assert all(r["knobs"] == 4 for r in rows)
+    assert by[("random", 40)]["heldout_mean"] == by[("defaults", 0)]["heldout_mean"]
+    from gsjax import experiment
+    from gsjax.config import load_config
+
+    with jax.enable_x64(True):
+        cfg = load_config(cfg_path, ["dtype=float64", "seeds=3", "horizon=20"])
+        cfg = type(cfg)(**{**cfg.__dict__, "algorithms": cfg.algorithms[:1]})
+        hard = experiment.run_experiment(cfg, seed_start=2).runs["lazy"].totals
+        tot = np.asarray(hard.prediction_regret + hard.movement_cost)
+        assert by[("defaults", 0)]["heldout_mean"] == pytest.approx(tot.mean(), rel=1e-9)
+        bt = BanditTuning(cfg_path, ["beta[*]", "trigger"], seeds=2)
+        pts = gradients.random_points(bt, 200, np.random.default_rng(0))
+        x0, _ = bt.flat()
+        assert np.array_equal(pts[0], x0)
+        beta = pts[1:, :3]  # ravel order: beta[*] (3), trigger
+        assert np.all(np.abs(beta - np.log(0.5)) <= np.log(4.0) + 1e-12)
+        c = np.exp(np.exp(pts[1:, 3]))
+        assert c.min() >= 1.1 - 1e-9 and c.max() <= 16 + 1e-9
