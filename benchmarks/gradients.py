@@ -208,6 +208,30 @@ def compare(a) -> list[dict]:
             wall = time.perf_counter() - t0
             xb = np.asarray(jax.flatten_util.ravel_pytree(u_best)[0], np.float64)
             held[("es", budget)] = (_hard_means(bt, [xb], bt.held, bt.held_ids)[0], wall)
+        if a.tpe:  # Optuna's TPE, one hard point per trial, in the random search's box
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            t0 = time.perf_counter()
+            box = random_points(bt, 1, rng)  # only for the shape
+            fields = _flat_names(bt)
+            lo = np.array([_TRIGGER[0] if f == "trigger" else x0[i] - _BOX[f]
+                           for i, f in enumerate(fields)])
+            hi = np.array([_TRIGGER[1] if f == "trigger" else x0[i] + _BOX[f]
+                           for i, f in enumerate(fields)])
+            study = optuna.create_study(sampler=optuna.samplers.TPESampler(
+                seed=a.seed + budget, multivariate=True))
+            study.enqueue_trial({f"x{i}": float(x0[i]) for i in range(d)})
+
+            def objective(trial):
+                x = np.array([trial.suggest_float(f"x{i}", lo[i], hi[i]) for i in range(d)])
+                return float(_hard_means(bt, [x]).mean())
+
+            study.optimize(objective, n_trials=budget)
+            xb = np.array([study.best_params[f"x{i}"] for i in range(d)])
+            del box
+            wall = time.perf_counter() - t0
+            held[("tpe", budget)] = (_hard_means(bt, [xb], bt.held, bt.held_ids)[0], wall)
         for (m, bud), (h, w) in list(held.items()):
             if bud != budget:
                 continue
@@ -261,6 +285,7 @@ def main(argv=None) -> int:
     c.add_argument("--pairs", type=int, default=8)
     c.add_argument("--lr", type=float, default=0.1)
     c.add_argument("--label")
+    c.add_argument("--tpe", action="store_true", help="also Optuna's TPE (pip install optuna)")
     a = ap.parse_args(argv)
     with jax.enable_x64(True):
         t0 = time.perf_counter()
