@@ -295,7 +295,7 @@ def main(argv=None) -> int:
            "wall_s": time.perf_counter() - t0, "result": res}
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=1))
+        a.out.write_text(json.dumps(res, indent=1, default=str))
     return 0
 
 

@@ -75,8 +75,9 @@ def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: in
       window: truncated unrolls: the run is cut into windows of ``window`` rounds (must divide
         ``horizon``; ``block`` then divides ``window``, default :func:`default_block` of it) and
         no gradient flows through the agent's state or the last played point across a window
-        boundary (``jax.lax.stop_gradient``); the value is unchanged, the gradient is the sum
-        over windows of each window's regret differentiated with its starting state held fixed.
+        boundary (``jax.lax.stop_gradient``; not at round 0); the value is unchanged, the
+        gradient is the sum over windows of each window's regret differentiated with its
+        starting state held fixed.
     """
     horizon = runner.check_rounds(horizon, "horizon", "make_objective")
     if window is not None:
@@ -98,8 +99,12 @@ def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: in
             return carry.totals
 
         def win(c, t0):
-            c = c._replace(state=jax.lax.stop_gradient(c.state),
-                           s_prev=jax.lax.stop_gradient(c.s_prev))
+            # Cut at the window's start, except at round 0 (the initial state is the
+            # parameters' own: init_carry uses lambda_reg and beta).
+            cut = (jax.lax.stop_gradient(c.state), jax.lax.stop_gradient(c.s_prev))
+            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(t0 > 0, a, b), cut,
+                                          (c.state, c.s_prev))
+            c = c._replace(state=keep[0], s_prev=keep[1])
             c, _ = runner.advance(c, t0, seed_key, algo, structure, problem, params,
                                   move_cost, window, block, checkpoint)
             return c, None

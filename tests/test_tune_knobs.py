@@ -157,6 +157,7 @@ def test_es_on_a_hard_run_matches_monte_carlo_differences_of_the_smoothed_object
         assert np.max(np.abs(fd) / bound) > 2  # the bound resolves a real gradient
 
 
+@pytest.mark.slow  # -m slow: three relaxed programs compiled
 def test_window_keeps_the_value_and_the_full_window_is_the_full_gradient(cfg_path):
     with jax.enable_x64(True):
         full = BanditTuning(cfg_path, ["beta", "trigger"], seeds=2)
