@@ -60,7 +60,8 @@ def default_block(horizon: int) -> int:
 
 
 def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: int,
-                   problem_per_seed: bool, block: int | None = None, checkpoint: bool = True):
+                   problem_per_seed: bool, block: int | None = None, checkpoint: bool = True,
+                   window: int | None = None):
     """``objective(params, relax, seed_keys, problem, move_cost) -> (mean, per_seed_totals)``:
     the mean over seeds of prediction regret + movement cost of the relaxed algorithm ``name``
     run for ``horizon`` rounds, differentiable in ``params``, ``relax`` and ``move_cost``
@@ -71,18 +72,44 @@ def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: in
       block: rounds per checkpointed block (must divide ``horizon``; default
         :func:`default_block`).
       checkpoint: wrap each block in ``jax.checkpoint`` (set False to measure what it saves).
+      window: truncated unrolls: the run is cut into windows of ``window`` rounds (must divide
+        ``horizon``; ``block`` then divides ``window``, default :func:`default_block` of it) and
+        no gradient flows through the agent's state or the last played point across a window
+        boundary (``jax.lax.stop_gradient``; not at round 0); the value is unchanged, the
+        gradient is the sum over windows of each window's regret differentiated with its
+        starting state held fixed.
     """
     horizon = runner.check_rounds(horizon, "horizon", "make_objective")
-    block = default_block(horizon) if block is None else block
-    if horizon % block:
-        raise ValueError(f"block {block} does not divide horizon {horizon}")
+    if window is not None:
+        window = runner.check_rounds(window, "window", "make_objective")
+        if horizon % window:
+            raise ValueError(f"window {window} does not divide horizon {horizon}")
+    span = horizon if window is None else window
+    block = default_block(span) if block is None else block
+    if span % block:
+        raise ValueError(f"block {block} does not divide {span}")
     pax = 0 if problem_per_seed else None
 
     def one(seed_key, problem, params, relax, move_cost):
         algo = algorithms.make(name, structure, spec, soft(relax))
         carry = runner.init_carry(seed_key, algo, structure, problem, params)
-        carry, _ = runner.advance(carry, 0, seed_key, algo, structure, problem, params,
-                                  move_cost, horizon, block, checkpoint)
+        if window is None:
+            carry, _ = runner.advance(carry, 0, seed_key, algo, structure, problem, params,
+                                      move_cost, horizon, block, checkpoint)
+            return carry.totals
+
+        def win(c, t0):
+            # Cut at the window's start, except at round 0 (the initial state is the
+            # parameters' own: init_carry uses lambda_reg and beta).
+            cut = (jax.lax.stop_gradient(c.state), jax.lax.stop_gradient(c.s_prev))
+            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(t0 > 0, a, b), cut,
+                                          (c.state, c.s_prev))
+            c = c._replace(state=keep[0], s_prev=keep[1])
+            c, _ = runner.advance(c, t0, seed_key, algo, structure, problem, params,
+                                  move_cost, window, block, checkpoint)
+            return c, None
+
+        carry, _ = jax.lax.scan(win, carry, jnp.arange(0, horizon, window))
         return carry.totals
 
     def objective(params, relax, seed_keys, problem, move_cost):

@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +51,7 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from gsjax import experiment, relaxed, results, runner
+from gsjax import es, experiment, relaxed, results, runner
 from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
@@ -59,10 +61,25 @@ from gsjax.oco.runner import run_seed
 
 __all__ = ["TUNABLE", "tune", "add_parser"]
 
-TUNABLE = ("beta", "lambda_reg", "trigger", "eta_scale")
-_BANDIT_PARAMS = ("beta", "lambda_reg", "trigger")
+TUNABLE = ("beta", "lambda_reg", "trigger", "pgd_lr", "eta_scale")
+_BANDIT_PARAMS = ("beta", "lambda_reg", "trigger", "pgd_lr")
 _ALWAYS_SOLVE = ("linucb", "joint_linucb")  # no trigger to tune
 _FD_STEP = 1e-6
+
+
+_KNOB = re.compile(r"^([A-Za-z_]+)(?:\[\s*(\*|-?\d+)\s*\])?$")
+_PER_CRITERION = ("beta", "lambda_reg", "trigger")
+
+
+class Knob(NamedTuple):
+    """One ``--params`` entry: ``field`` (a :data:`TUNABLE` name) and ``index``: ``None`` (the
+    field as one knob: ``beta``, ``trigger`` and ``pgd_lr`` shared by the criteria,
+    ``lambda_reg`` one value per criterion as before), ``"*"`` (one knob per criterion) or an
+    integer (criterion ``i`` alone; the others keep their value)."""
+
+    name: str
+    field: str
+    index: object
 
 
 def _parse_names(params) -> list[str]:
@@ -71,11 +88,39 @@ def _parse_names(params) -> list[str]:
     if not names:
         raise ConfigError("--params", f"name at least one parameter; allowed: {list(TUNABLE)}")
     for p in names:
-        if p not in TUNABLE:
-            raise ConfigError("--params", f"unknown parameter {p!r}; allowed: {list(TUNABLE)}")
+        m = _KNOB.match(p)
+        if m is None or m.group(1) not in TUNABLE:
+            raise ConfigError("--params", f"unknown parameter {p!r}; allowed: {list(TUNABLE)}, "
+                                          f"per criterion {list(_PER_CRITERION)} as NAME[i] or "
+                                          "NAME[*]")
+        if m.group(2) is not None and m.group(1) not in _PER_CRITERION:
+            raise ConfigError("--params", f"{p!r}: {m.group(1)!r} is one value; per-criterion "
+                                          f"knobs are {list(_PER_CRITERION)}")
     if len(set(names)) != len(names):
         raise ConfigError("--params", f"parameters must be distinct; got {names}")
     return names
+
+
+def knobs(names, k: int) -> list[Knob]:
+    """The :class:`Knob` of each name for ``k`` criteria (a ``ConfigError`` on ``--params``
+    for an index out of range, or a field named twice: plain and indexed, or ``[*]`` and
+    ``[i]``)."""
+    out = []
+    for p in names:
+        m = _KNOB.match(p)
+        idx = m.group(2)
+        if idx is not None and idx != "*":
+            idx = int(idx)
+            if not 0 <= idx < k:
+                raise ConfigError("--params", f"{p!r}: index out of range; the config has {k} "
+                                              f"criteria (0..{k - 1})")
+        out.append(Knob(p, m.group(1), idx))
+    for f in {kn.field for kn in out}:
+        mine = [kn for kn in out if kn.field == f]
+        if len(mine) > 1 and any(not isinstance(kn.index, int) for kn in mine):
+            raise ConfigError("--params", f"{[kn.name for kn in mine]} overlap: name {f!r} "
+                                          "once, as NAME, NAME[*] or distinct NAME[i]")
+    return out
 
 
 def _check_counts(steps, lr, seeds, heldout):
@@ -113,11 +158,10 @@ def _pick_entry(cfg, algorithm: str | None,
                                      f"{[e.name for e in entries]}")
 
 
-def _descend(f, u0: dict, steps: int, lr: float, log):
-    """Adam on the log-parameters of ``f(u) -> (objective, aux)``; returns (jitted f, best u,
-    trace, gradient check)."""
-    value = runner.jit(f)
-    value_and_grad = runner.jit(jax.value_and_grad(f, has_aux=True))
+def _adam(step, u0: dict, steps: int, lr: float, log):
+    """Adam on the log-parameters; ``step(u, i) -> (objective, gradient, extra)`` (``extra`` a
+    dict added to the trace entry). Returns (u with the lowest objective, trace, first
+    gradient)."""
     opt = optax.adam(lr)
     u = {k: jnp.asarray(v) for k, v in u0.items()}
     st = opt.init(u)
@@ -125,23 +169,28 @@ def _descend(f, u0: dict, steps: int, lr: float, log):
     best = (float("inf"), u)
     g0 = None
     for i in range(steps + 1):
-        (val, _), g = value_and_grad(u)
+        val, g, extra = step(u, i)
         val = float(val)
         if not math.isfinite(val):
             raise FloatingPointError(f"objective is {val} at step {i}")
         if g0 is None:
             g0 = g
         trace.append({"step": i, "objective": val,
-                      "u": {k: np.asarray(v).tolist() for k, v in u.items()}})
+                      "u": {k: np.asarray(v).tolist() for k, v in u.items()}, **extra})
         if val < best[0]:
             best = (val, u)
         if log is not None:
             log(f"step {i:3d}: objective {val:.4f}")
         if i == steps:
             break
+        g = {k: jnp.asarray(v, u[k].dtype) for k, v in g.items()}
         upd, st = opt.update(g, st, u)
         u = optax.apply_updates(u, upd)
-    # Finite differences of the same objective at the initial point.
+    return best[1], trace, g0
+
+
+def _fd_check(value, u0: dict, g0) -> dict:
+    """Central finite differences of ``value(u)[0]`` at ``u0`` against the gradient ``g0``."""
     flat0, unravel = ravel_pytree({k: jnp.asarray(v) for k, v in u0.items()})
     gflat, _ = ravel_pytree(g0)
     fd = np.zeros(flat0.shape[0])
@@ -152,9 +201,22 @@ def _descend(f, u0: dict, steps: int, lr: float, log):
     ga = np.asarray(gflat, np.float64)
     scale = max(np.max(np.abs(fd)), 1e-300)
     rel = np.abs(ga - fd) / np.maximum(np.abs(fd), 1e-6 * scale)
-    check = {"max_rel_error": float(np.max(rel)), "autodiff": ga.tolist(), "finite_difference":
-             fd.tolist(), "step": _FD_STEP, "evaluations": 2 * int(flat0.shape[0])}
-    return value, best[1], trace, check
+    return {"max_rel_error": float(np.max(rel)), "autodiff": ga.tolist(), "finite_difference":
+            fd.tolist(), "step": _FD_STEP, "evaluations": 2 * int(flat0.shape[0])}
+
+
+def _descend(f, u0: dict, steps: int, lr: float, log):
+    """Adam on the log-parameters of ``f(u) -> (objective, aux)``; returns (jitted f, best u,
+    trace, gradient check)."""
+    value = runner.jit(f)
+    value_and_grad = runner.jit(jax.value_and_grad(f, has_aux=True))
+
+    def step(u, i):
+        (val, _), g = value_and_grad(u)
+        return val, g, {}
+
+    u_best, trace, g0 = _adam(step, u0, steps, lr, log)
+    return value, u_best, trace, _fd_check(value, u0, g0)
 
 
 def _result(params: dict, objective, heldout, check: dict) -> dict:
@@ -184,93 +246,233 @@ def _meta(path, entry, kind: str, dtype: str, overrides, S: int, H: int, T: int,
 # ---------------------------------------------------------------------------------------------
 
 
+class BanditTuning:
+    """The pieces of a bandit tuning problem (shared by the estimators, the tests and
+    ``benchmarks/gradients.py``): the knobs, their log-parameters ``u0`` at the config's values,
+    ``to_params(u)``, the relaxed objective ``relaxed(u, rp)``, the hard runs ``hard(...)``."""
+
+    def __init__(self, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
+                 overrides=(), dtype="float64", window=None, seed_start=0):
+        cfg = load_config(path, _sets(overrides, seeds, horizon, f"dtype={dtype}"))
+        entry = _pick_entry(cfg, algorithm)
+        for p in names:
+            if _KNOB.match(p).group(1) not in _BANDIT_PARAMS:
+                raise ConfigError("--params", f"{p!r} applies to kind = 'oco' configs; a bandit "
+                                              f"config tunes {list(_BANDIT_PARAMS)}")
+        fields = {_KNOB.match(p).group(1) for p in names}
+        if "trigger" in fields and entry.algorithm in _ALWAYS_SOLVE:
+            raise ConfigError("--params", f"'trigger' has no effect on {entry.algorithm} (it "
+                                          "re-optimises every round)")
+        if "beta" in fields and entry.agent.beta_mode != "constant":
+            raise ConfigError("--params", "'beta' is tuned only with agent.beta_mode = 'constant'")
+        if "beta" in fields and entry.agent.beta <= 0:
+            raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must "
+                                          f"be > 0, got {entry.agent.beta}")
+        rc = cfg.relaxed or RelaxedConfig()
+        cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
+        S, T = cfg.seeds, cfg.horizon
+        H = heldout or S
+        if window is not None and (window < 1 or T % window):
+            raise ConfigError("--window", f"must divide the horizon ({T}); got {window}")
+        self.cfg, self.entry, self.rc, self.S, self.H, self.T = cfg, entry, rc, S, H, T
+        self.seed_ids = np.arange(seed_start, seed_start + S)  # tuning seeds (global ids)
+        self.held_ids = np.arange(seed_start + S, seed_start + S + H)
+        self.built = built = experiment.build(cfg, seed_start=seed_start)
+        self.held = experiment.build(dataclasses.replace(cfg, seeds=H),
+                                     seed_start=seed_start + S)
+        ba = self.ba = built.algorithms[0]
+        fdtype = self.dtype = built.dtype
+        k = self.k = built.structure.num_criteria
+        self.knobs = kns = knobs(names, k)
+        if any(kn.field == "trigger" and kn.index is not None for kn in kns) \
+                and entry.algorithm.startswith("joint"):
+            raise ConfigError("--params", f"per-criterion triggers need a node-wise estimator; "
+                                          f"{entry.algorithm} has one joint trigger")
+        self.root = root = jax.random.key(cfg.root_seed)
+        self.keys = keys = runner.seed_keys(root, jnp.asarray(self.seed_ids, jnp.uint32))
+        self.rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
+        blk = rc.block if window is None else None
+        obj = relaxed.make_objective(entry.algorithm, built.structure, ba.spec, T,
+                                     built.problem_per_seed, blk, window=window)
+        base = self.base = ba.params
+        # log beta, log lambda_reg, log log c, log pgd_lr: the initial values.
+        field = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "log_trigger",
+                 "pgd_lr": "pgd_lr"}
+        self.per_trigger = any(kn.field == "trigger" and kn.index is not None for kn in kns)
+        u0 = {}
+        for kn in kns:
+            v = getattr(base, field[kn.field])
+            if kn.field == "beta" and kn.index is None:
+                v = jnp.asarray(entry.agent.beta, fdtype)
+            elif kn.field == "trigger" and kn.index is not None:
+                v = jnp.broadcast_to(v, (k,))
+            if isinstance(kn.index, int):
+                v = v[kn.index]
+            u0[kn.name] = jnp.log(v)
+        self.u0 = u0
+
+        def to_params(u):
+            p = base
+            if self.per_trigger:
+                p = p._replace(log_trigger=jnp.broadcast_to(p.log_trigger, (k,)))
+            for kn in kns:
+                f = field[kn.field]
+                v = jnp.exp(u[kn.name])
+                if kn.index is None:
+                    p = p._replace(**{f: jnp.broadcast_to(v, (k,)) if f == "beta" else v})
+                elif kn.index == "*":
+                    p = p._replace(**{f: v})
+                else:
+                    p = p._replace(**{f: getattr(p, f).at[kn.index].set(v)})
+            return p
+
+        self.to_params = to_params
+        # The relaxed runs' environment (Adult's step-function loss smoothed); hard runs are hard.
+        rprob = built.structure.env.relaxed(built.problem, rc)
+
+        def relaxed_(u, rp):
+            return obj(to_params(u), rp, keys, rprob, ba.move_cost)
+
+        self.relaxed = relaxed_
+
+    def hard(self, b, seed_ids, us):
+        """(G, S) the HARD run's regret (prediction + movement) at each point of ``us`` on the
+        seeds ``seed_ids`` of the built experiment ``b`` (``self.built``: the tuning seeds,
+        ``self.held``: the held-out ones): ``runner.run`` vmapped over seeds and points, one
+        jitted program per ``b`` and number of points, reused from call to call (the ES
+        estimator calls it every step)."""
+        ba, T = self.ba, self.T
+        fn = self._hard_fns.get(id(b)) if hasattr(self, "_hard_fns") else None
+        if fn is None:
+            pax = 0 if b.problem_per_seed else None
+
+            def one(key, prob, params):
+                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost,
+                                       T, T)
+                return tot.prediction_regret + tot.movement_cost
+
+            def grid(keys, prob, ustack):
+                params = jax.vmap(self.to_params)(ustack)
+                return jax.vmap(jax.vmap(one, in_axes=(0, pax, None)),
+                                in_axes=(None, None, 0))(keys, prob, params)
+
+            fn = jax.jit(grid)
+            self.__dict__.setdefault("_hard_fns", {})[id(b)] = fn
+        ustack = {n: jnp.asarray(np.stack([np.asarray(u[n]) for u in us]), self.dtype)
+                  for n in self.u0}
+        keys = runner.seed_keys(self.root, jnp.asarray(np.asarray(seed_ids), jnp.uint32))
+        return np.asarray(fn(keys, b.problem, ustack))
+
+    def flat(self):
+        """``(x0, to_u)``: the knobs as one float64 vector and its inverse."""
+        flat0, unravel = ravel_pytree(self.u0)
+        return np.asarray(flat0, np.float64), \
+            lambda x: unravel(jnp.asarray(x, self.dtype))
+
+    def show(self, kn: Knob, u):
+        """The value reported for a knob: beta, lambda_reg, pgd_lr as they are, the trigger as
+        the ratio c; a list per criterion for ``NAME[*]`` (and plain ``lambda_reg``)."""
+        v = np.exp(np.asarray(u[kn.name], np.float64))
+        if kn.field == "trigger":
+            v = np.exp(v)
+        return v.tolist()
+
+    def point(self, u) -> dict:
+        """Every criterion's beta, lambda_reg, trigger ratio c, and pgd_lr at ``u``."""
+        p = self.to_params(u)
+        lt = np.broadcast_to(np.asarray(p.log_trigger, np.float64), (self.k,))
+        return {"beta": np.asarray(p.beta, np.float64).tolist(),
+                "lambda_reg": np.asarray(p.lambda_reg, np.float64).tolist(),
+                "trigger_ratio": np.exp(lt).tolist(), "pgd_lr": float(p.pgd_lr)}
+
+
+def _temperatures(rc, anneal, steps):
+    """``(tau, tau_s)`` at each step: the config's, or geometric from them to ``anneal`` (the
+    last step's trigger temperature; the solve temperature keeps its ratio to it)."""
+    tau0 = rc.temperature
+    ts0 = rc.temperature if rc.solve_temperature is None else rc.solve_temperature
+    out = []
+    for i in range(steps + 1):
+        r = 1.0 if anneal is None or steps == 0 else (anneal / tau0) ** (i / steps)
+        out.append((tau0 * r, ts0 * r))
+    return out
+
+
 def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, dtype,
-                 log, select="relaxed"):
-    cfg = load_config(path, _sets(overrides, seeds, horizon, f"dtype={dtype}"))
-    entry = _pick_entry(cfg, algorithm)
-    for p in names:
-        if p not in _BANDIT_PARAMS:
-            raise ConfigError("--params", f"{p!r} applies to kind = 'oco' configs; a bandit "
-                                          f"config tunes {list(_BANDIT_PARAMS)}")
-    if "trigger" in names and entry.algorithm in _ALWAYS_SOLVE:
-        raise ConfigError("--params", f"'trigger' has no effect on {entry.algorithm} (it "
-                                      "re-optimises every round)")
-    if "beta" in names and entry.agent.beta_mode != "constant":
-        raise ConfigError("--params", "'beta' is tuned only with agent.beta_mode = 'constant'")
-    if "beta" in names and entry.agent.beta <= 0:
-        raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must be "
-                                      f"> 0, got {entry.agent.beta}")
-    rc = cfg.relaxed or RelaxedConfig()
-    cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
-    S, T = cfg.seeds, cfg.horizon
-    H = heldout or S
+                 log, select="relaxed", estimator="pathwise", sigma=0.3, pairs=8, es_seed=0,
+                 anneal=None, window=None):
     t_build = time.perf_counter()
-    built = experiment.build(cfg)
-    held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=S)
-    ba = built.algorithms[0]
-    fdtype = built.dtype
-    root = jax.random.key(cfg.root_seed)
-    keys = runner.seed_keys(root, jnp.arange(S))
-    rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
-    obj = relaxed.make_objective(entry.algorithm, built.structure, ba.spec, T,
-                                 built.problem_per_seed, rc.block)
-    base = ba.params
-    k = built.structure.num_criteria
-    # One log-parameter per name: log beta (shared by the criteria), log lambda_reg_i, log log c.
-    field = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "log_trigger"}
-    u0 = {n: jnp.log(getattr(base, field[n])) for n in _BANDIT_PARAMS if n in names}
-    if "beta" in u0:
-        u0["beta"] = jnp.log(jnp.asarray(entry.agent.beta, fdtype))
-
-    def to_params(u):
-        p = base._replace(**{field[n]: jnp.exp(v) for n, v in u.items()})
-        return p._replace(beta=jnp.broadcast_to(p.beta, (k,))) if "beta" in u else p
-
-    def hard(b, seed_ids, us):
-        """(G, S) the HARD run's regret (prediction + movement) at each point of ``us``, all in
-        one grid sweep (one compilation)."""
-        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[to_params(u) for u in us])
-        res = runner.sweep(root, seed_ids, ba.algo, b.structure, b.problem, stacked,
-                           jnp.full((len(us),), ba.move_cost, fdtype), T, cfg.record_every,
-                           b.problem_per_seed, grid=True)
-        return np.asarray(res.totals.prediction_regret + res.totals.movement_cost)
-
-    # The relaxed runs' environment (Adult's step-function loss smoothed); held-out runs stay hard.
-    rprob = built.structure.env.relaxed(built.problem, rc)
-
-    def f(u):
-        return obj(to_params(u), rp, keys, rprob, ba.move_cost)
-
+    bt = BanditTuning(path, names, seeds, heldout, horizon, algorithm, overrides, dtype, window)
+    S, H, T, rc, fdtype = bt.S, bt.H, bt.T, bt.rc, bt.dtype
+    u0 = bt.u0
+    value = runner.jit(lambda u: bt.relaxed(u, bt.rp))
+    own = {}
     t0 = time.perf_counter()
-    value, u_best, trace, check = _descend(f, u0, steps, lr, log)
+    if estimator == "pathwise":
+        temps = _temperatures(rc, anneal, steps)
+        vg = runner.jit(jax.value_and_grad(bt.relaxed, has_aux=True))
+
+        def step(u, i):
+            rp = relaxed.relax_params(*temps[i], rc.tie_break, fdtype)
+            (val, _), g = vg(u, rp)
+            return val, g, ({"temperature": temps[i][0]} if anneal is not None else {})
+
+        u_best, trace, g0 = _adam(step, u0, steps, lr, log)
+        check = _fd_check(value, u0, g0)
+        own.update(anneal=anneal, window=window)
+    else:  # es: the smoothed HARD objective; one sweep of 2P perturbed points and the centre
+        x0, to_u = bt.flat()
+        rng = np.random.default_rng(es_seed)
+        seed_ids = bt.seed_ids
+
+        def step(u, i):
+            x, _ = ravel_pytree(u)
+            x = np.asarray(x, np.float64)
+            eps = es.perturbations(rng, pairs, x.shape[0])
+            centre = {}
+
+            def values(pts):
+                tot = np.mean(bt.hard(bt.built, seed_ids, [to_u(q) for q in pts] + [u]), 1)
+                centre["v"] = float(tot[-1])
+                return tot[:-1]
+
+            est = es.antithetic_gradient(values, x, sigma, eps)
+            g = jax.tree_util.tree_map(jnp.asarray, ravel_pytree(u)[1](jnp.asarray(est.grad)))
+            return centre["v"], g, {"smoothed": est.smoothed}
+
+        u_best, trace, _ = _adam(step, u0, steps, lr, log)
+        check = {"max_rel_error": None, "evaluations": 0,
+                 "note": "es estimates the smoothed hard objective's gradient: no autodiff"}
+        own.update(sigma=sigma, pairs=pairs, es_seed=es_seed)
     sel_step = min(range(len(trace)), key=lambda i: trace[i]["objective"])
-    if select == "hard":  # the iterate with the lowest HARD regret on the tuning seeds
+    if select == "hard" and estimator == "pathwise":
         us = [{k: jnp.asarray(v, fdtype) for k, v in t["u"].items()} for t in trace]
-        tun = np.mean(hard(built, np.arange(S), us), 1)
+        tun = np.mean(bt.hard(bt.built, bt.seed_ids, us), 1)
         for t, v in zip(trace, tun):
             t["hard_tuning"] = float(v)
         sel_step = int(np.argmin(tun))
         u_best = us[sel_step]
     t1 = time.perf_counter()
 
-    def show(name, u):
-        p = to_params(u)
-        if name == "beta":
-            return float(p.beta[0])
-        if name == "lambda_reg":
-            return np.asarray(p.lambda_reg, np.float64).tolist()
-        return float(np.exp(p.log_trigger))  # the ratio c
-
-    result = _result({n: {"initial": show(n, u0), "final": show(n, u_best)} for n in names},
-                     [np.asarray(tot.prediction_regret + tot.movement_cost)
-                      for tot in (value(u0)[1], value(u_best)[1])],
-                     hard(held, np.arange(S, S + H), [u0, u_best]), check)
+    if estimator == "es":  # the objective is the hard run's on the tuning seeds
+        objective = list(bt.hard(bt.built, bt.seed_ids, [u0, u_best]))
+    else:
+        objective = [np.asarray(tot.prediction_regret + tot.movement_cost)
+                     for tot in (value(u0)[1], value(u_best)[1])]
+    result = _result({kn.name: {"initial": bt.show(kn, u0), "final": bt.show(kn, u_best)}
+                      for kn in bt.knobs}, objective,
+                     bt.hard(bt.held, bt.held_ids, [u0, u_best]), check)
     t2 = time.perf_counter()
-    meta = _meta(path, entry, "bandit", dtype, overrides, S, H, T, steps, lr, check,
+    meta = _meta(path, bt.entry, "bandit", dtype, overrides, S, H, T, steps, lr, check,
                  {"build": t0 - t_build, "tuning": t1 - t0, "evaluation": t2 - t1},
                  relaxed=dataclasses.asdict(rc), trigger_reported_as="ratio c (> 1)",
-                 select=select, selected_step=sel_step)
-    meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T if select == "hard" else 0
+                 select=select, selected_step=sel_step, estimator=estimator, **own,
+                 point={"initial": bt.point(u0), "final": bt.point(u_best)})
+    meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T \
+        if select == "hard" and estimator == "pathwise" else 0
+    if estimator == "es":
+        meta["seed_rounds"]["tuning_gradient_steps"] = 0
+        meta["seed_rounds"]["tuning_hard"] = (steps + 1) * (2 * pairs + 1) * S * T
     return result, trace, meta
 
 
@@ -334,7 +536,9 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
 def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = None,
          heldout_seeds: int | None = None, horizon: int | None = None,
          algorithm: str | None = None, overrides=(), dtype: str = "float64", point: int = 0,
-         select: str = "relaxed", out=None, log=print) -> dict:
+         select: str = "relaxed", out=None, log=print, estimator: str = "pathwise",
+         sigma: float = 0.3, pairs: int = 8, es_seed: int = 0, anneal: float | None = None,
+         window: int | None = None) -> dict:
     """Tune ``params`` (names from :data:`TUNABLE`) of one entry of ``config``; see the module
     docstring. Returns the ``tune.json`` dict; with ``out`` writes ``tune.json`` and
     ``trace.json`` there.
@@ -354,6 +558,16 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
       select: which iterate is ``final``: ``"relaxed"`` (lowest relaxed objective) or
         ``"hard"`` (lowest hard regret on the tuning seeds: one hard run of the tuning seeds
         per iterate). OCO configs tune the hard run itself: both are the same.
+      estimator: bandit configs: ``"pathwise"`` (autodiff through the relaxed run) or ``"es"``
+        (:mod:`gsjax.es`: the antithetic Gaussian-smoothing estimate of the HARD objective's
+        gradient, ``pairs`` pairs at scale ``sigma`` in the log-knobs, directions from
+        ``es_seed``, every point on the tuning seeds; the objective of a step is the hard run's
+        at the iterate, so the final point is the iterate with the lowest hard regret on the
+        tuning seeds).
+      anneal: pathwise: the temperature of the last step, reached geometrically from the
+        config's (the solve temperature scaled alike); needs ``select = "hard"``.
+      window: pathwise: truncated unrolls: no gradient flows through the agent's state across
+        a boundary of ``window`` rounds (must divide the horizon).
     """
 
     names = _parse_names(params)
@@ -362,13 +576,32 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
         raise ConfigError("--dtype", f"must be 'float32' or 'float64', got {dtype!r}")
     if select not in ("relaxed", "hard"):
         raise ConfigError("--select", f"must be 'relaxed' or 'hard', got {select!r}")
+    if estimator not in ("pathwise", "es"):
+        raise ConfigError("--estimator", f"must be 'pathwise' or 'es', got {estimator!r}")
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ConfigError("--sigma", f"must be a finite number > 0, got {sigma}")
+    if pairs < 1:
+        raise ConfigError("--pairs", f"must be >= 1, got {pairs}")
+    if anneal is not None:
+        if not (anneal > 0 and math.isfinite(anneal)):
+            raise ConfigError("--anneal", f"must be a finite temperature > 0, got {anneal}")
+        if select != "hard" or estimator != "pathwise":
+            raise ConfigError("--anneal", "needs --estimator pathwise and --select hard (the "
+                                          "relaxed objectives of different temperatures do not "
+                                          "compare)")
+    if window is not None and estimator != "pathwise":
+        raise ConfigError("--window", "applies to --estimator pathwise")
     path = find_config(str(config))
     if config_kind(path) == "oco":
+        if estimator != "pathwise" or anneal is not None or window is not None:
+            raise ConfigError("--estimator", "kind = 'oco' configs tune the run itself "
+                                             "(pathwise, no relaxation)")
         result, trace, meta = _tune_oco(path, names, steps, lr, seeds, heldout_seeds, horizon,
                                         algorithm, overrides, point, log)
     else:
         result, trace, meta = _tune_bandit(path, names, steps, lr, seeds, heldout_seeds,
-                                           horizon, algorithm, overrides, dtype, log, select)
+                                           horizon, algorithm, overrides, dtype, log, select,
+                                           estimator, sigma, pairs, es_seed, anneal, window)
     if out is not None:
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
@@ -383,7 +616,8 @@ def _cmd_tune(args) -> int:
     tune(args.config, args.params, steps=args.steps, lr=args.lr, seeds=args.seeds,
          heldout_seeds=args.heldout_seeds, horizon=args.horizon, algorithm=args.algorithm,
          overrides=list(args.set or []), dtype=args.dtype, point=args.point,
-         select=args.select,
+         select=args.select, estimator=args.estimator, sigma=args.sigma, pairs=args.pairs,
+         es_seed=args.es_seed, anneal=args.anneal, window=args.window,
          out=args.out or Path("runs") / "tune" / Path(args.config).stem,
          log=(lambda *a, **k: None) if args.quiet else print)
     return 0
@@ -395,7 +629,8 @@ def add_parser(sub) -> None:
                                     "gradient descent through whole (relaxed) runs")
     t.add_argument("config", help="config path or built-in name")
     t.add_argument("--params", required=True,
-                   help=f"comma-separated, from {','.join(TUNABLE)}")
+                   help=f"comma-separated, from {','.join(TUNABLE)}; per criterion "
+                        "NAME[i] or NAME[*] (beta, lambda_reg, trigger)")
     t.add_argument("--steps", type=int, default=30, help="Adam steps (default 30)")
     t.add_argument("--lr", type=float, default=0.1,
                    help="Adam step size on the log-parameters (default 0.1)")
@@ -410,6 +645,18 @@ def add_parser(sub) -> None:
     t.add_argument("--select", default="relaxed", choices=("relaxed", "hard"),
                    help="final iterate: lowest relaxed objective (default) or lowest hard "
                         "regret on the tuning seeds")
+    t.add_argument("--estimator", default="pathwise", choices=("pathwise", "es"),
+                   help="bandit configs: pathwise (autodiff through the relaxed run, default) "
+                        "or es (antithetic Gaussian smoothing of the hard run)")
+    t.add_argument("--sigma", type=float, default=0.3,
+                   help="es: perturbation scale in the log-knobs (default 0.3)")
+    t.add_argument("--pairs", type=int, default=8, help="es: antithetic pairs a step (default 8)")
+    t.add_argument("--es-seed", type=int, default=0, help="es: seed of the directions")
+    t.add_argument("--anneal", type=float,
+                   help="pathwise: the last step's temperature (geometric from the config's; "
+                        "needs --select hard)")
+    t.add_argument("--window", type=int,
+                   help="pathwise: truncate the gradient at every WINDOW rounds")
     t.add_argument("--out", type=Path, help="output folder (default runs/tune/NAME)")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=_cmd_tune)

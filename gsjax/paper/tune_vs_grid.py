@@ -123,15 +123,21 @@ class _Bandit:
         ba = built.algorithms[0]
         base, k, dt = ba.params, built.structure.num_criteria, built.dtype
         plist = []
+        # Per-criterion trigger ratios (gsjax tune's trigger[i]): every point's log c is (k,).
+        per = any(isinstance(pt.get("trigger_ratio"), (list, tuple)) for pt in points)
         for pt in points:
             p = base
             if "beta" in pt:
-                p = p._replace(beta=jnp.full((k,), pt["beta"], dt))
+                p = p._replace(beta=jnp.broadcast_to(jnp.asarray(pt["beta"], dt), (k,)))
             if "trigger_ratio" in pt:
-                p = p._replace(log_trigger=jnp.asarray(math.log(pt["trigger_ratio"]), dt))
+                p = p._replace(log_trigger=jnp.asarray(np.log(pt["trigger_ratio"]), dt))
             if "lambda_reg" in pt:
                 p = p._replace(lambda_reg=jnp.broadcast_to(jnp.asarray(pt["lambda_reg"], dt),
                                                            (k,)))
+            if "pgd_lr" in pt:
+                p = p._replace(pgd_lr=jnp.asarray(pt["pgd_lr"], dt))
+            if per:
+                p = p._replace(log_trigger=jnp.broadcast_to(p.log_trigger, (k,)))
             plist.append(p)
         params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *plist)
         mc = jnp.full((len(points),), ba.move_cost, dt)
@@ -148,8 +154,14 @@ class _Bandit:
                 "lambda_reg": [float(x) for x in lam] if isinstance(lam, tuple) else float(lam)}
 
     @staticmethod
-    def from_tune(params: dict) -> dict:
-        """A point from ``tune.json``'s ``params`` (final values)."""
+    def _per_criterion(names) -> bool:
+        return any("[" in n or n == "pgd_lr" for n in names)
+
+    def from_tune(self, params: dict, meta: dict | None = None) -> dict:
+        """A point from ``tune.json``'s ``params`` (final values); per-criterion knobs: every
+        criterion's values from ``trace.json``'s ``meta.point.final``."""
+        if self._per_criterion(params):
+            return dict(meta["point"]["final"])
         out = {}
         if "beta" in params:
             out["beta"] = float(params["beta"]["final"])
@@ -159,9 +171,30 @@ class _Bandit:
             out["lambda_reg"] = list(params["lambda_reg"]["final"])
         return out
 
-    @staticmethod
-    def from_u(u: dict) -> dict:
-        """A point from a ``trace.json`` iterate (log-parameters)."""
+    def from_u(self, u: dict, meta: dict | None = None) -> dict:
+        """A point from a ``trace.json`` iterate (log-parameters); per-criterion knobs start
+        from ``meta.point.initial`` (every criterion's values)."""
+        if self._per_criterion(u):
+            from gsjax.tune import _KNOB
+
+            pt = {k: (list(v) if isinstance(v, list) else v)
+                  for k, v in meta["point"]["initial"].items()}
+            k = len(pt["beta"])
+            key = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "trigger_ratio",
+                   "pgd_lr": "pgd_lr"}
+            for name, v in u.items():
+                field, idx = _KNOB.match(name).groups()
+                val = np.exp(np.asarray(v, np.float64))
+                if field == "trigger":
+                    val = np.exp(val)
+                if idx is None:
+                    pt[key[field]] = (float(val) if field == "pgd_lr"
+                                      else np.broadcast_to(val, (k,)).tolist())
+                elif idx == "*":
+                    pt[key[field]] = val.tolist()
+                else:
+                    pt[key[field]][int(idx)] = float(val)
+            return pt
         out = {}
         if "beta" in u:
             out["beta"] = float(math.exp(u["beta"]))
@@ -231,10 +264,10 @@ class _OCO:
     def defaults(self) -> dict:
         return {"eta_scale": float(self.entry.eta_scale)}
 
-    def from_tune(self, params: dict) -> dict:
+    def from_tune(self, params: dict, meta: dict | None = None) -> dict:
         return {"eta_scale": float(params["eta_scale"]["final"])}
 
-    def from_u(self, u: dict) -> dict:
+    def from_u(self, u: dict, meta: dict | None = None) -> dict:
         return {"eta_scale": float(self.entry.eta_scale * math.exp(u["eta_scale"]))}
 
 
@@ -318,7 +351,7 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
         result["point"] = point
     t0 = time.perf_counter()
     fixed = [m.defaults(), pts[g]]
-    tuned_pts = [m.from_tune(res["params"]) for _, res, _ in tunes]
+    tuned_pts = [m.from_tune(res["params"], tr.get("meta")) for _, res, tr in tunes]
     held = m.points(fixed + tuned_pts, S, H)  # (2 + n_tuned, H)
     wall_held = time.perf_counter() - t0
     grid_out = {
@@ -363,7 +396,7 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
             "seed_rounds": mt.get("seed_rounds"), "wall_seconds": mt.get("wall_seconds"),
         }
         if iterates:
-            row["iterates"] = _iterates(m, tr["trace"], S, H)
+            row["iterates"] = _iterates(m, tr["trace"], S, H, tr.get("meta"))
         rows.append(row)
         log(f"tuned {d}: {tuned_pts[j]} held-out {h.mean():.1f} (grid choice "
             f"{held[1].mean():.1f}, defaults {held[0].mean():.1f})")
@@ -377,9 +410,9 @@ def run(config=None, grid: dict | None = None, tune_dirs=(), seeds=None, heldout
     return result
 
 
-def _iterates(m, trace, S, H) -> dict:
+def _iterates(m, trace, S, H, meta=None) -> dict:
     """Every iterate scored hard on the tuning and held-out seeds; three selection rules."""
-    pts = [m.from_u(t["u"]) for t in trace]
+    pts = [m.from_u(t["u"], meta) for t in trace]
     tun = m.points(pts, 0, S).mean(1)
     hel = m.points(pts, S, H)
     obj = np.asarray([t["objective"] for t in trace])
