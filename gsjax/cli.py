@@ -448,12 +448,16 @@ def main(argv=None, extra=()) -> int:
     cache = None if getattr(args, "no_cache", False) else (
         getattr(args, "cache_dir", None) or runner.default_cache_dir())
     runner.use_compilation_cache(cache)
+    everywhere = False  # a failure every process of a multi-process run meets alike
     try:
         rc, line = args.func(args), None
-    except (ConfigError, distributed.Refused) as e:
+    except distributed.Refused as e:  # processes that disagree, or process 0's refusal
+        rc, line, everywhere = 2, f"error: {e}", True
+    except ConfigError as e:
         rc, line = 2, f"error: {e}"
-    except FloatingPointError as e:  # gsjax.runner.NonFiniteFeedback
-        rc, line = 3, f"error: {e}; the last good checkpoint is kept in the output folder"
+    except FloatingPointError as e:  # gsjax.runner.NonFiniteFeedback (from gathered values)
+        rc, line, everywhere = 3, (f"error: {e}; the last good checkpoint is kept in the "
+                                   "output folder"), True
     except KeyboardInterrupt:
         rc, line = 130, "interrupted"
     except BrokenPipeError:  # the reader of our output went away (gsjax list | head)
@@ -471,7 +475,7 @@ def main(argv=None, extra=()) -> int:
         rc, line = 1, f"error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
     if line is not None:
         print(line, file=sys.stderr)
-    return rc if session is None else session.finish(rc, line)
+    return rc if session is None else session.finish(rc, line, everywhere)
 
 
 def _join(args):

@@ -110,17 +110,19 @@ class Session:
     def key(self, *parts) -> str:
         return _PREFIX + "/".join(str(p) for p in parts)
 
-    def finish(self, rc: int, message: str | None = None) -> int:
-        """End this process's part: on success wait for every process to succeed too (process
-        0 writes last), then shut JAX's runtime down; on failure tell the others (``message``)
-        and leave at once, without JAX's shutdown barrier. Returns the exit status."""
-        if rc == 0:
+    def finish(self, rc: int, message: str | None = None, everywhere: bool = False) -> int:
+        """End this process's part: on success (or a failure ``everywhere``, which every
+        process met alike: a refusal at start-up, non-finite feedback) wait for every process
+        to get here too (process 0 writes last), then shut JAX's runtime down; on a failure of
+        its own tell the others (``message``) and leave at once, without JAX's shutdown
+        barrier. Returns the exit status."""
+        if rc == 0 or everywhere:
             self.client.key_value_set(self.key("done", self.process_id), "0")
             for j in range(self.num_processes):
                 self.client.blocking_key_value_get(self.key("done", j), 2**31 - 1)
             self.watchdog.stop()
             jax.distributed.shutdown()
-            return 0
+            return rc
         self.watchdog.fail(message or f"exit status {rc}")
         _exit(rc)
         return rc  # pragma: no cover
@@ -212,7 +214,8 @@ class Watchdog(threading.Thread):
             self._wait_others_gone()
 
     def _wait_others_gone(self) -> None:
-        s, end = self.s, time.monotonic() + s.heartbeat + 2 * self.interval
+        s = self.s
+        end = time.monotonic() + s.heartbeat + 2 * self.interval
         seen: dict = {}
         while time.monotonic() < end:
             try:
@@ -225,7 +228,7 @@ class Watchdog(threading.Thread):
                 if s.key("gone", j) in gone:
                     continue
                 v = beats.get(s.key("beat", j))
-                if seen.get(j, (None,))[0] != v:
+                if j not in seen or seen[j][0] != v:
                     seen[j] = (v, now)
                 if now - seen[j][1] < 3 * self.interval:
                     alive += 1
@@ -279,7 +282,7 @@ class Watchdog(threading.Thread):
                     self._lost(f"process {j} of {s.num_processes} stopped with an error: {msg}")
                     return
                 v = beats.get(s.key("beat", j))
-                if seen.get(j, (None,))[0] != v:
+                if j not in seen or seen[j][0] != v:
                     seen[j] = (v, now)
                 elif now - seen[j][1] > s.heartbeat:
                     self._lost(f"process {j} of {s.num_processes} stopped responding (no "
@@ -362,10 +365,11 @@ def agree(session: Session | None, identity: dict, error: str | None = None,
     for j, entry in enumerate(entries[1:], 1):
         for k, v in first.items():
             if entry["identity"].get(k) != v:
+                short = (lambda x: x[:12] if k == "config_hash" and isinstance(x, str) else x)
                 raise Refused(
                     f"process {j} runs a different {_NAMES.get(k, k)} from process 0 "
-                    f"({entry['identity'].get(k)!r}, process 0: {v!r}): start every process "
-                    "with the same config, options and gsjax installation")
+                    f"({short(entry['identity'].get(k))!r}, process 0: {short(v)!r}): start "
+                    "every process with the same config, options and gsjax installation")
 
 
 def from_writer(session: Session | None, name: str, read):
