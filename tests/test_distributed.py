@@ -162,7 +162,8 @@ def test_two_processes_lose_one_stop_naming_it_and_resume_to_one_process_numbers
     (rc0, o0, e0), (rc1, o1, e1) = _wait(_launch(2, cfg, out, cache))
     assert (rc0, rc1) == (0, 0), e0[-3000:] + e1[-3000:]
     assert "resuming from" in o0 and "lazy at round 10" in o0, o0
-    assert o1 == ""  # process 0 speaks for the run
+    # process 0 speaks for the run (gloo prints its own "[Gloo] Rank ..." lines)
+    assert "resuming" not in o1 and "wrote" not in o1, o1
     assert json.loads((out / "summary.json").read_text())["meta"]["processes"] == 2
 
     (rc, _, err), = _wait([single])
