@@ -561,6 +561,17 @@ def check_chunk(chunk_rounds, horizon: int, record_every: int) -> int:
     return chunk_rounds
 
 
+def _repad(x, size: int, num: int, axis: int):
+    """``x`` with ``size`` rows on its seed ``axis``: the first ``num`` (the real seeds) and
+    copies of the first (the padding of :func:`seed_batch`, whose runs are the first seed's)."""
+    x = np.asarray(x)
+    if x.ndim <= axis or x.shape[axis] == size:
+        return x
+    real = np.take(x, np.arange(num), axis=axis)
+    pad = np.repeat(np.take(x, [0], axis=axis), size - num, axis=axis)
+    return np.concatenate([real, pad], axis=axis)
+
+
 def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizon: int,
           chunk_rounds: int, first_bad, grid: bool = False, start=None, on_chunk=None,
           progress=None):
@@ -599,6 +610,10 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         if done % chunk_rounds:
             raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
                              "it (use the chunk size of the interrupted run)")
+        # A checkpoint padded for another device count: its real seeds, padded anew.
+        size, seed_axis = batch.seed_ids.shape[0], axis - 1
+        leaves = [_repad(x, size, batch.num, seed_axis) for x in leaves]
+        so_far = jax.tree_util.tree_map(lambda x: _repad(x, size, batch.num, seed_axis), so_far)
         treedef = jax.tree_util.tree_structure(carry_shapes)
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         if batch.shard:
