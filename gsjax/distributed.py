@@ -74,20 +74,36 @@ def meta() -> dict:
     return {} if _current is None else {"processes": _current.num_processes}
 
 
-def detected_processes() -> int:
-    """The process count a cluster manager announces (SLURM, Open MPI, ... as
-    ``jax.distributed`` detects them), or 1 when none is detected."""
+#: The cluster managers whose jobs are detected (by ``jax.distributed``'s own detection): those
+#: it reads from environment variables alone. Others (Kubernetes, Cloud TPU, which query a
+#: service to detect) take the flags, so that a plain ``gsjax run`` never queries anything.
+DETECTED = ("slurm", "ompi")
+
+
+def _detected_env():
+    """``jax.distributed``'s description of the cluster job this process is in (one of
+    :data:`DETECTED`), or None."""
     try:
         from jax._src import clusters
     except ImportError:  # a JAX without the detection: flags only
-        return 1
+        return None
     for env in clusters.ClusterEnv._cluster_types:
         try:
-            if not env.opt_in_only_method and env.is_env_present():
-                return int(env.get_process_count())
+            if getattr(env, "name", None) in DETECTED and env.is_env_present():
+                return env
         except Exception:  # noqa: BLE001 -- an environment that cannot say: not detected
             continue
-    return 1
+    return None
+
+
+def detected_processes() -> int:
+    """The process count a cluster manager announces (:data:`DETECTED`: SLURM, Open MPI),
+    or 1 when none is detected."""
+    env = _detected_env()
+    try:
+        return 1 if env is None else int(env.get_process_count())
+    except (KeyError, ValueError, TypeError):
+        return 1
 
 
 def _check_address(address: str) -> None:
@@ -150,7 +166,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     if not any(given):
         if detected_processes() <= 1:
             return None
-        kwargs = {}
+        kwargs = {"cluster_detection_method": _detected_env().name}
     else:
         _check_address(coordinator)
         if num_processes < 1:

@@ -7,10 +7,11 @@ The reference is the same config run by one process with one device: every array
 folder must be equal bit for bit (per-seed keys from global seed ids; the same arithmetic per
 seed on CPU), and the summaries equal once timings and machine facts are dropped.
 
-Default: a 2-process run that loses process 1 mid-run (SIGKILL after the first checkpoint):
+Default: a 2-process run that loses process 1 mid-run (SIGKILL after the second checkpoint):
 process 0 stops with one line naming process 1 and exit status 4, keeps the checkpoint, and the
 same command resumes it to the reference's numbers; processes with another config or another
-code are refused at start-up, each with one line; bad flags, one line. Slow: 4 processes
+code (these started with SLURM's variables instead of flags, on this one host) are refused at
+start-up, each with one line; bad flags, one line. Slow: 4 processes
 uninterrupted, and a checkpoint of 2 processes resumed by 1.
 
 Subprocess timeouts are hang guards only; nothing here asserts a duration.
@@ -75,10 +76,11 @@ def _env(cache: Path, devices: int) -> dict:
     return env
 
 
-def _gsjax(args, cache: Path, devices: int = 1, driver=()) -> subprocess.Popen:
+def _gsjax(args, cache: Path, devices: int = 1, driver=(), env=None) -> subprocess.Popen:
     cmd = [sys.executable, str(DRIVER), *driver] if driver else [sys.executable, "-m", "gsjax"]
     return subprocess.Popen([*cmd, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(cache, devices), cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True,
+                            env={**_env(cache, devices), **(env or {})}, cwd=ROOT)
 
 
 def _launch(n: int, cfg: Path, out: Path, cache: Path, extra=(), drivers=None, extras=None):
@@ -91,6 +93,22 @@ def _launch(n: int, cfg: Path, out: Path, cache: Path, extra=(), drivers=None, e
                     "--process-id", i, "--heartbeat-timeout", HEARTBEAT],
                    cache, devices=2, driver=(drivers or {}).get(i, ()))
             for i in range(n)]
+
+
+def _launch_slurm(n: int, cfg: Path, out: Path, cache: Path, drivers=None):
+    """The n processes of one run as ``srun`` starts them on one node: no multi-process flag,
+    SLURM's variables (jax.distributed detects them; its coordinator port is
+    ``61440 + job id % 4096``, so the job id is chosen for a free port)."""
+    while (port := _free_port()) < 61440:
+        pass
+    slurm = {"SLURM_JOB_ID": str(port - 61440), "SLURM_STEP_NODELIST": "localhost",
+             "SLURM_NTASKS": str(n)}
+    procs = []
+    for i in range(n):
+        env = {**slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)}
+        procs.append(_gsjax(["run", cfg, "--out", out, "--chunk", "5"], cache, devices=2,
+                            driver=(drivers or {}).get(i, ()), env=env))
+    return procs
 
 
 def _wait(procs) -> list[tuple[int, str, str]]:
@@ -173,9 +191,10 @@ def test_two_processes_lose_one_stop_naming_it_and_resume_to_one_process_numbers
 
 def test_processes_with_another_config_or_code_are_refused_with_one_line(tmp_path, cfg):
     cache = tmp_path / "cache"
-    # process 1 runs another beta in one run, claims other code in the other
+    # process 1 runs another beta in one run, claims other code in the other (started the
+    # way srun starts them: the processes come from SLURM's variables)
     runs = [_launch(2, cfg, tmp_path / "a", cache, extras={1: ["--set", "agent.beta=0.7"]}),
-            _launch(2, cfg, tmp_path / "b", cache, drivers={1: ["--code-version", "gsjax 0.0"]})]
+            _launch_slurm(2, cfg, tmp_path / "b", cache, {1: ["--code-version", "gsjax 0.0"]})]
     expected = ["different config hash from process 0", "different code from process 0"]
     for procs, what in zip(runs, expected):
         for rc, _, err in _wait(procs):
