@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -62,10 +63,16 @@ NOT_RESULTS = {"compile_seconds", "run_seconds", "wall_seconds", "devices", "git
                "processes"}
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_port(candidates=(0,)) -> int:
+    """A port free on the loopback address now (any, or the first free of ``candidates``)."""
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free port among the candidates")
 
 
 def _env(cache: Path, devices: int) -> dict:
@@ -99,8 +106,7 @@ def _launch_slurm(n: int, cfg: Path, out: Path, cache: Path, drivers=None):
     """The n processes of one run as ``srun`` starts them on one node: no multi-process flag,
     SLURM's variables (jax.distributed detects them; its coordinator port is
     ``61440 + job id % 4096``, so the job id is chosen for a free port)."""
-    while (port := _free_port()) < 61440:
-        pass
+    port = _free_port(random.Random().sample(range(61440, 65536), 4096))
     slurm = {"SLURM_JOB_ID": str(port - 61440), "SLURM_STEP_NODELIST": "localhost",
              "SLURM_NTASKS": str(n)}
     procs = []
