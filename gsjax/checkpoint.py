@@ -10,6 +10,7 @@ uninterrupted run would have.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -46,12 +47,14 @@ def _get(z: dict, prefix: str, cls=None):
 
 
 def save(folder, config_hash: str, seed_start: int, completed: dict, current: str,
-         carry_leaves, rounds_done: int, records) -> Path:
+         carry_leaves, rounds_done: int, records, processes: int = 1) -> Path:
     """Write the checkpoint of an experiment (see the module docstring).
 
     ``completed`` maps a run's name to its sweep result: a NamedTuple with ``compile_seconds``
     and ``run_seconds`` whose other fields are NamedTuples or dicts of arrays, or None
     (:class:`~gsjax.runner.SweepResult`, or the OCO runner's); ``records`` is a NamedTuple.
+    ``processes``: how many processes ran it (recorded; the carry is whole, in global seed
+    order, so any process count resumes it).
     """
     arrays = {}
     meta = {
@@ -61,6 +64,8 @@ def save(folder, config_hash: str, seed_start: int, completed: dict, current: st
         "current": {"name": current, "rounds_done": int(rounds_done),
                     "num_leaves": len(carry_leaves)},
     }
+    if processes > 1:  # a single-process checkpoint is as before
+        meta["processes"] = int(processes)
     for name, res in completed.items():
         meta["completed"][name] = {t: getattr(res, t) for t in TIMINGS}
         for f in res._fields:
@@ -86,21 +91,23 @@ def meta(folder) -> dict | None:
         raise Unreadable(path, e) from None
 
 
-def load(folder, result=SweepResult, types=None) -> dict | None:
+def load(folder, result=SweepResult, types=None, data: bytes | None = None) -> dict | None:
     """The checkpoint in ``folder`` as a dict, or None when there is none.
 
-    Keys: ``config_hash``, ``seed_start``, ``completed`` (name -> ``result``), ``current``
+    Keys: ``config_hash``, ``seed_start``, ``processes`` (1 for a checkpoint that does not
+    say), ``completed`` (name -> ``result``), ``current``
     (name), ``rounds_done``, ``carry_leaves`` (list), ``records``. ``types`` maps fields of
     ``result`` to their NamedTuple class (default: the bandit's ``totals``/``records``; other
     fields are dicts); ``records`` is a ``types["records"]``. :class:`Unreadable` when the
-    file is damaged.
+    file is damaged. ``data``: the file's bytes, read elsewhere (by process 0 of a
+    multi-process run), instead of the file.
     """
     types = {"totals": RunTotals, "records": Records} if types is None else types
     path = Path(folder) / FILENAME
-    if not path.is_file():
+    if data is None and not path.is_file():
         return None
     try:
-        return _load(read_npz(path), result, types)
+        return _load(read_npz(path if data is None else io.BytesIO(data)), result, types)
     except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError, ...
         raise Unreadable(path, e) from None
 
@@ -117,6 +124,7 @@ def _load(z: dict, result, types) -> dict:
     return {
         "config_hash": meta["config_hash"],
         "seed_start": meta["seed_start"],
+        "processes": meta.get("processes", 1),
         "completed": completed,
         "current": cur["name"],
         "rounds_done": cur["rounds_done"],

@@ -12,9 +12,20 @@ import os
 import re
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from gsjax import checkpoint, commands, experiment, plotting, results, runner, tune, tuner_cli
+from gsjax import (
+    checkpoint,
+    commands,
+    distributed,
+    experiment,
+    plotting,
+    results,
+    runner,
+    tune,
+    tuner_cli,
+)
 from gsjax.config import (
     ConfigError,
     builtin_config_dir,
@@ -179,7 +190,36 @@ def _guard_out(out: Path, digest: str, force: bool, log) -> None:
 
 
 def _cmd_run(args) -> int:
-    log = (lambda *a, **k: None) if args.quiet else print
+    session = distributed.current()
+    writer = session is None or session.process_id == 0
+    log = (lambda *a, **k: None) if args.quiet or not writer else print
+    if session is None:
+        prepared = _prepare_run(args, log)
+    else:  # every process checks, then they agree (or all refuse with one line)
+        try:
+            prepared, error = _prepare_run(args, log, writer), None
+        except ConfigError as e:
+            prepared, error = None, str(e)
+        identity = {} if prepared is None else {
+            "config_hash": prepared[3], "seed_start": args.seed_start, "chunk": args.chunk,
+            "code": distributed.code_version()}
+        distributed.agree(session, identity, error)
+    if prepared is None:
+        return 0  # --resume of a finished run
+    cfg, oco, out, _ = prepared
+    if session is not None:
+        session.lost_hint = (f"; the last checkpoint is kept in {out}: run the same command "
+                             "again to resume")
+    run = oco_experiment.run_and_write if oco else experiment.run_config
+    run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
+        progress=None if args.quiet or not writer else progress_reporter())
+    return 0
+
+
+def _prepare_run(args, log, writer: bool = True):
+    """The checks of ``gsjax run`` before anything is compiled: ``(config, is_oco, out folder,
+    config hash)``, or None when ``--resume`` finds the run complete. ``writer``: this process
+    writes the folder (the others of a multi-process run leave its checks to process 0)."""
     overrides = list(args.set or [])
     if args.seeds is not None:
         overrides.append(f"seeds={args.seeds}")
@@ -196,7 +236,7 @@ def _cmd_run(args) -> int:
         if _finished_run(args.out) is not None:
             log(f"{args.out}: the run is complete (summary.json, no checkpoint); nothing to "
                 "resume")
-            return 0
+            return None
         folder_start = _folder_seed_start(args.out)
         if args.seed_start not in (None, folder_start):
             raise ConfigError("--seed-start", f"{args.out} runs from seed {folder_start}; "
@@ -222,20 +262,21 @@ def _cmd_run(args) -> int:
             raise ConfigError("--chunk", f"must divide horizon ({horizon}) and be a multiple "
                               f"of record_every ({every}); got {args.chunk}")
     out = args.out or Path("runs") / cfg.name
-    _check_out(out)
-    if args.resume is None and not args.force:  # --resume read it already; --force deletes it
-        _checkpoint_meta(out)
-    if args.resume is None:
-        _guard_out(out, (oco_experiment.config_digest if oco else config_hash)(cfg), args.force,
-                   log)
+    digest = (oco_experiment.config_digest if oco else config_hash)(cfg)
+    if oco and distributed.current() is not None:
+        raise ConfigError("--num-processes", "a multi-process run takes bandit configs; run "
+                                             "this kind = 'oco' config in one process")
+    if writer:
+        _check_out(out)
+        if args.resume is None and not args.force:  # --resume read it; --force deletes it
+            _checkpoint_meta(out)
+        if args.resume is None:
+            _guard_out(out, digest, args.force, log)
     # refused before anything is compiled when it cannot fit
     need = oco_experiment.memory_needed(cfg) if oco else experiment.memory_needed(cfg,
                                                                                   args.seed_start)
     experiment.check_memory(need, cfg.seeds)
-    run = oco_experiment.run_and_write if oco else experiment.run_config
-    run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
-        progress=None if args.quiet else progress_reporter())
-    return 0
+    return cfg, oco, out, digest
 
 
 def _one_line(text: str, width: int) -> str:
@@ -355,6 +396,17 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                         "~/.cache/gsjax/xla; a later run of the same shapes loads them)")
     r.add_argument("--no-cache", action="store_true",
                    help="no persistent compilation cache (GSJAX_CACHE_DIR=off does the same)")
+    d = r.add_argument_group(
+        "one run over several processes (jax.distributed; under SLURM and other cluster "
+        "managers JAX detects, none of these is needed)")
+    d.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="address of process 0, which coordinates the run")
+    d.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    d.add_argument("--process-id", type=int, metavar="I", help="this process: 0 .. N-1")
+    d.add_argument("--heartbeat-timeout", type=float, metavar="SECONDS",
+                   default=distributed.DEFAULT_HEARTBEAT,
+                   help="a process silent this long counts as lost: the others stop, naming "
+                        f"it (default {distributed.DEFAULT_HEARTBEAT:g})")
     r.set_defaults(func=_cmd_run)
 
     ls = sub.add_parser("list", help=commands.COMMANDS["list"])
@@ -386,27 +438,59 @@ def main(argv=None, extra=()) -> int:
 
     The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce``."""
     args = build_parser(extra).parse_args(argv)
+    session = None
+    if args.func is _cmd_run:  # first of all: JAX's devices are global once it has joined
+        try:
+            session = _join(args)
+        except distributed.Refused as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     cache = None if getattr(args, "no_cache", False) else (
         getattr(args, "cache_dir", None) or runner.default_cache_dir())
     runner.use_compilation_cache(cache)
+    everywhere = False  # a failure every process of a multi-process run meets alike
     try:
-        return args.func(args)
+        rc, line = args.func(args), None
+    except distributed.Refused as e:  # processes that disagree, or process 0's refusal
+        rc, line, everywhere = 2, f"error: {e}", True
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except FloatingPointError as e:  # gsjax.runner.NonFiniteFeedback
-        print(f"error: {e}; the last good checkpoint is kept in the output folder",
-              file=sys.stderr)
-        return 3
+        rc, line = 2, f"error: {e}"
+    except FloatingPointError as e:  # gsjax.runner.NonFiniteFeedback (from gathered values)
+        rc, line, everywhere = 3, (f"error: {e}; the last good checkpoint is kept in the "
+                                   "output folder"), True
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        rc, line = 130, "interrupted"
     except BrokenPipeError:  # the reader of our output went away (gsjax list | head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        return 0
+        rc, line = 0, None
     except OSError as e:  # a folder or file the system refuses (permissions, disk full, ...)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        rc, line = 2, f"error: {e}"
+    except Exception as e:
+        if session is None:
+            raise
+        # another process lost mid-collective can surface here first: give the watchdog the
+        # time to name it (it ends the process), else report this error to the others
+        session.watchdog.join(session.heartbeat + 5)
+        traceback.print_exc()
+        rc, line = 1, f"error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    if line is not None:
+        print(line, file=sys.stderr)
+    return rc if session is None else session.finish(rc, line, everywhere)
+
+
+def _join(args):
+    """:func:`gsjax.distributed.start` from ``gsjax run``'s flags (or the cluster's
+    environment); a coordinator that cannot be reached is one ``--coordinator`` line."""
+    try:
+        return distributed.start(args.coordinator, args.num_processes, args.process_id,
+                                 args.heartbeat_timeout)
+    except distributed.Refused:
+        raise
+    except Exception as e:  # noqa: BLE001 -- JAX's runtime errors (no connection, timeout)
+        where = args.coordinator or "the coordinator the cluster names"
+        raise distributed.Refused(f"--coordinator: could not join the run at {where} "
+                                  f"({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+                                  ) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsjax import checkpoint, dp, factor, fairness, graphs, plotting, results
+from gsjax import checkpoint, distributed, dp, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.algorithms.kernel import NODE_KINDS, check_solver, dp_applies
 from gsjax.config import (
@@ -356,11 +356,11 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
     is refused, an automatic one is cut to their greatest common divisor. ``progress(name,
     horizon, seeds)`` returns a ``callback(done, horizon)`` for a run. Temporary files a killed
     write left in ``folder`` are removed once its checkpoint is accepted.
+
+    In a multi-process run (:mod:`gsjax.distributed`) only process 0 reads and writes
+    ``folder``: the checkpoint it reads is sent to the others, and it records the process count.
     """
-    try:
-        ck = None if folder is None else checkpoint.load(folder, result, types)
-    except checkpoint.Unreadable as e:
-        raise ConfigError("<resume>", str(e)) from None
+    ck = None if folder is None else _load_checkpoint(folder, result, types)
     if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
         raise ConfigError(
             "<resume>",
@@ -368,11 +368,15 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
             f"{seed_start}); refusing to mix them: use another --out, or delete its "
             "checkpoint.npz to start over")
-    if folder is not None:  # the folder is ours now: a killed write's temporary files go
-        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)
+    writer = distributed.is_writer()
+    if folder is not None and writer:  # the folder is ours now: a killed write's temporary
+        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)  # files go
     if ck is not None and log is not None:
         log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
             f"{ck['current']} at round {ck['rounds_done']}")
+        if ck["processes"] != distributed.process_count():
+            log(f"the checkpoint was written by {ck['processes']} process(es), this run has "
+                f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
     for name, horizon, chunk, run in jobs:
         if name in done:
@@ -384,12 +388,31 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
         if folder is not None:
 
             def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
-                checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
-                                records)
+                if writer:  # every process gathered the carry; process 0 writes it
+                    checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
+                                    records, processes=distributed.process_count())
 
         done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
                          progress=None if progress is None else progress(name, horizon, seeds))
     return done
+
+
+def _load_checkpoint(folder, result, types):
+    """:func:`gsjax.checkpoint.load`, its damage a one-line ``<resume>`` error; in a
+    multi-process run process 0 reads the file and sends it to the others."""
+
+    def read():
+        path = Path(folder) / checkpoint.FILENAME
+        return path.read_bytes() if path.is_file() else None
+
+    try:
+        session = distributed.current()
+        if session is None:
+            return checkpoint.load(folder, result, types)
+        data = distributed.from_writer(session, "checkpoint", read)
+        return None if data is None else checkpoint.load(folder, result, types, data=data)
+    except checkpoint.Unreadable as e:
+        raise ConfigError("<resume>", str(e)) from None
 
 
 def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) -> int:
@@ -497,7 +520,7 @@ def available_memory() -> tuple[int, str] | None:
     """``(bytes, where)`` a run may use: the devices' free memory where they report it (GPU,
     TPU), else the host's available memory (``MemAvailable`` of /proc/meminfo, else
     ``sysconf``); None when neither is known."""
-    devices = jax.devices()
+    devices = jax.local_devices()  # this process's (all of them, in a single-process run)
     stats = devices[0].memory_stats()
     if stats and "bytes_limit" in stats:
         free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
@@ -753,7 +776,10 @@ def _git_commit() -> str | None:
 def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print) -> dict:
     """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
     ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) and
-    ``summary.json``; returns ``summary``. Temporary files a killed write left there go first."""
+    ``summary.json``; returns ``summary``. Temporary files a killed write left there go first.
+    In a multi-process run only process 0 writes (the others return ``summary``)."""
+    if not distributed.is_writer():
+        return summary
     out = Path(out_dir)
     results.remove_orphan_tmps_in(out, RUN_FILE_SUFFIXES)
     results.write_json(out / "config.json", config)
@@ -803,11 +829,13 @@ def run_folder(out_dir, config: dict, checkpoints: bool = True):
     None)``; with ``checkpoints``, the checkpoint is removed once the block has written the
     results."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / checkpoint.FILENAME).exists():
-        results.write_json(out / "config.json", config)
+    writer = distributed.is_writer()  # a multi-process run: process 0 only
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / checkpoint.FILENAME).exists():
+            results.write_json(out / "config.json", config)
     yield out, (out if checkpoints else None)
-    if checkpoints:
+    if checkpoints and writer:
         checkpoint.remove(out)
 
 
@@ -830,4 +858,4 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
                              checkpoint_dir=ck_dir)
         return write_results(res, out, log=log, figures=figures,
                              extra_meta={"wall_seconds": time.perf_counter() - t0,
-                                         "seed_start": seed_start})
+                                         "seed_start": seed_start, **distributed.meta()})

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from gsjax import distributed
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
 from gsjax.problem import Problem, Structure, observe, round_draws
 
@@ -367,7 +368,8 @@ def run(
 
 
 def _by_seed(spec: PartitionSpec) -> NamedSharding:
-    """``spec`` on a 1-D mesh ``("seeds",)`` over every device.
+    """``spec`` on a 1-D mesh ``("seeds",)`` over every device (of every process, in a
+    multi-process run: :mod:`gsjax.distributed`).
 
     Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
     under which vmap refuses operands with different shardings).
@@ -533,8 +535,8 @@ def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
     keys = seed_keys(root_key, seed_ids)
     if shard:  # the seed axis split over the devices; a shared problem replicated
         by_seed = _by_seed(PartitionSpec("seeds"))
-        keys = jax.device_put(keys, by_seed)
-        problem = jax.device_put(problem, by_seed if problem_per_seed else
+        keys = distributed.place(keys, by_seed)
+        problem = distributed.place(problem, by_seed if problem_per_seed else
                                  _by_seed(PartitionSpec()))
     return SeedBatch(seed_ids, keys, problem, num, bool(shard))
 
@@ -557,6 +559,17 @@ def check_chunk(chunk_rounds, horizon: int, record_every: int) -> int:
             f"record_every {record_every}"
         )
     return chunk_rounds
+
+
+def _repad(x, size: int, num: int, axis: int):
+    """``x`` with ``size`` rows on its seed ``axis``: the first ``num`` (the real seeds) and
+    copies of the first (the padding of :func:`seed_batch`, whose runs are the first seed's)."""
+    x = np.asarray(x)
+    if x.ndim <= axis or x.shape[axis] == size:
+        return x
+    real = np.take(x, np.arange(num), axis=axis)
+    pad = np.repeat(np.take(x, [0], axis=axis), size - num, axis=axis)
+    return np.concatenate([real, pad], axis=axis)
 
 
 def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizon: int,
@@ -597,10 +610,14 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         if done % chunk_rounds:
             raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
                              "it (use the chunk size of the interrupted run)")
+        # A checkpoint padded for another device count: its real seeds, padded anew.
+        size, seed_axis = batch.seed_ids.shape[0], axis - 1
+        leaves = [_repad(x, size, batch.num, seed_axis) for x in leaves]
+        so_far = jax.tree_util.tree_map(lambda x: _repad(x, size, batch.num, seed_axis), so_far)
         treedef = jax.tree_util.tree_structure(carry_shapes)
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         if batch.shard:
-            carry = jax.device_put(carry, c_shard)
+            carry = distributed.place(carry, c_shard)
         pieces = [so_far] if done else []
         t1 = time.perf_counter()
     t2 = time.perf_counter()
@@ -611,11 +628,11 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     for begin in range(done, horizon, chunk_rounds):
         carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
         rec = jax.block_until_ready(rec)
-        _check_finite(np.asarray(jax.device_get(first_bad(carry))), batch.seed_ids, grid)
-        pieces.append(jax.device_get(rec))
+        _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
+        pieces.append(distributed.host(rec))
         if on_chunk is not None:
             pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
-            on_chunk(jax.tree_util.tree_leaves(jax.device_get(carry)), begin + chunk_rounds,
+            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), begin + chunk_rounds,
                      pieces[0])
         if progress is not None:
             progress(begin + chunk_rounds, horizon)
@@ -675,11 +692,11 @@ def sweep(
         init_fn, chunk_fn, batch, params, (move_cost,), horizon, chunk_rounds,
         lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress,
     )
-    totals = jax.device_get(carry.totals)
+    totals = distributed.host(carry.totals)
     describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
     if grid:
         describe = jax.vmap(describe, in_axes=(0, None))
-    final = jax.device_get(jit(describe)(carry.state, batch.problem)) or None
+    final = distributed.host(jit(describe)(carry.state, batch.problem)) or None
     totals, records, final = unpad((totals, records, final), batch, grid)
     return SweepResult(totals, records, compile_seconds=compile_s, run_seconds=run_s,
                        final=final)

@@ -1,0 +1,48 @@
+"""``gsjax`` for ``tests/test_distributed.py``, with two ways to misbehave on purpose.
+
+``python tests/distributed_driver.py [--die-at-chunk K] [--code-version V] ARGS...`` runs
+``gsjax ARGS...`` (:func:`gsjax.__main__.main`) in this process, except that
+
+* ``--die-at-chunk K``: the process kills itself (SIGKILL, no clean-up) when chunk K of the run
+  begins to gather its results, i.e. after chunk K-1's checkpoint and before the others can
+  finish chunk K: a process lost mid-run, at a moment the test knows;
+* ``--code-version V``: the process reports code version V at start-up, as a process running
+  another gsjax would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from gsjax import __main__ as gsjax_main
+from gsjax import distributed
+
+
+def main(argv: list[str]) -> int:
+    die_at = code = None
+    while argv and argv[0] in ("--die-at-chunk", "--code-version"):
+        flag, value, argv = argv[0], argv[1], argv[2:]
+        if flag == "--die-at-chunk":
+            die_at = int(value)
+        else:
+            code = value
+    if code is not None:
+        distributed.code_version = lambda: code
+    if die_at is not None:
+        real, calls = distributed.host, [0]
+        per_chunk = 3  # drive gathers the non-finite check, the records and the carry
+
+        def host(tree):
+            if calls[0] == per_chunk * (die_at - 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+            calls[0] += 1
+            return real(tree)
+
+        distributed.host = host
+    return gsjax_main.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
