@@ -55,7 +55,7 @@ __all__ = [
 
 
 #: XLA options of gsjax's compiled runs where the compiler accepts them (:func:`compiler_options`).
-COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_use_fusion_emitters": False}
 _accepted: dict = {}
 
 
@@ -65,6 +65,8 @@ def compiler_options() -> dict:
     On CPU, XLA hands fusions holding small batched contractions (the LCB's quadratic forms
     over ``(seeds, k, vertices, d)``) to YNNPACK, which runs them slower than its own loops:
     turning that off made the Section 7.2 LinUCB sweep 1.8x faster (``benchmarks/run.py``).
+    XLA's newer (MLIR) fusion emitters are off too: its older loop emitter ran the Section 7.2
+    sweeps 1.1-1.4x faster with outputs equal bit for bit (``benchmarks/compiler_flags.py``).
     Checked once per backend by compiling a trivial program; a JAX whose XLA dropped the
     option runs with the defaults instead of failing.
     """
