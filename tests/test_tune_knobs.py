@@ -73,6 +73,7 @@ def test_per_criterion_gradient_matches_central_differences(cfg_path):
         assert checked >= 6  # most components carry a real gradient
 
 
+@pytest.mark.slow  # -m slow: three relaxed programs compiled (the FD test above checks each component)
 def test_tied_vector_gradient_sums_to_the_scalar_knob(cfg_path):
     with jax.enable_x64(True):
         vec = BanditTuning(cfg_path, ["beta[*]", "trigger[*]"], seeds=2)
