@@ -612,10 +612,14 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         if done % chunk_rounds:
             raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
                              "it (use the chunk size of the interrupted run)")
-        # A checkpoint padded for another device count: its real seeds, padded anew.
-        size, seed_axis = batch.seed_ids.shape[0], axis - 1
-        leaves = [_repad(x, size, batch.num, seed_axis) for x in leaves]
-        so_far = jax.tree_util.tree_map(lambda x: _repad(x, size, batch.num, seed_axis), so_far)
+        # A checkpoint padded for another device count (its carry's shapes differ from this
+        # batch's): its real seeds, padded anew. Otherwise the leaves are used as they are.
+        want = [x.shape for x in jax.tree_util.tree_leaves(carry_shapes)]
+        if [np.shape(x) for x in leaves] != want:
+            size, seed_axis = batch.seed_ids.shape[0], axis - 1
+            leaves = [_repad(x, size, batch.num, seed_axis) for x in leaves]
+            so_far = jax.tree_util.tree_map(lambda x: _repad(x, size, batch.num, seed_axis),
+                                            so_far)
         treedef = jax.tree_util.tree_structure(carry_shapes)
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         if batch.shard:

@@ -57,7 +57,7 @@ from gsjax.oco.config import config_kind, load_oco_config
 from gsjax.oco.experiment import entry_params, spec_of
 from gsjax.oco.problem import make_problem
 from gsjax.oco.runner import sweep
-from gsjax.tune import _pick_entry
+from gsjax.tune import _KNOB, _pick_entry
 
 __all__ = ["run", "choose", "main"]
 
@@ -175,8 +175,6 @@ class _Bandit:
         """A point from a ``trace.json`` iterate (log-parameters); per-criterion knobs start
         from ``meta.point.initial`` (every criterion's values)."""
         if self._per_criterion(u):
-            from gsjax.tune import _KNOB
-
             pt = {k: (list(v) if isinstance(v, list) else v)
                   for k, v in meta["point"]["initial"].items()}
             k = len(pt["beta"])
