@@ -334,6 +334,7 @@ class BanditTuning:
             return obj(to_params(u), rp, keys, rprob, ba.move_cost)
 
         self.relaxed = relaxed_
+        self._hard_fns = {}  # id(built experiment) -> its jitted hard grid (hard())
 
     def hard(self, b, seed_ids, us):
         """(G, S) the HARD run's regret (prediction + movement) at each point of ``us`` on the
@@ -342,7 +343,7 @@ class BanditTuning:
         jitted program per ``b`` and number of points, reused from call to call (the ES
         estimator calls it every step)."""
         ba, T = self.ba, self.T
-        fn = self._hard_fns.get(id(b)) if hasattr(self, "_hard_fns") else None
+        fn = self._hard_fns.get(id(b))
         if fn is None:
             pax = 0 if b.problem_per_seed else None
 
@@ -357,7 +358,7 @@ class BanditTuning:
                                 in_axes=(None, None, 0))(keys, prob, params)
 
             fn = jax.jit(grid)
-            self.__dict__.setdefault("_hard_fns", {})[id(b)] = fn
+            self._hard_fns[id(b)] = fn
         ustack = {n: jnp.asarray(np.stack([np.asarray(u[n]) for u in us]), self.dtype)
                   for n in self.u0}
         keys = runner.seed_keys(self.root, jnp.asarray(np.asarray(seed_ids), jnp.uint32))
