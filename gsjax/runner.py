@@ -466,17 +466,10 @@ def make_chunked(
     return jax.jit(init), jax.jit(chunk)
 
 
-def make_sweep(
-    algo: BanditAlgorithm,
-    structure: Structure,
-    horizon: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool = False,
-    buffer: int = 8,
-    grid: bool = False,
-):
-    """A jitted sweep over seed keys (and over problems when drawn per seed).
+def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record_every: int = 1,
+               **options):
+    """A jitted sweep over seed keys (and over problems when drawn per seed); ``options``:
+    :func:`make_chunked`'s ``problem_per_seed``, ``compact``, ``buffer`` and ``grid``.
 
     ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
     cost every round, the lazy ``cond`` becoming a select under ``vmap``).
@@ -488,9 +481,7 @@ def make_sweep(
     Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
     the last bits from a larger batch's; :func:`sweep` pads that case.
     """
-    init_fn, chunk_fn = make_chunked(
-        algo, structure, horizon, record_every, problem_per_seed, compact, buffer, grid
-    )
+    init_fn, chunk_fn = make_chunked(algo, structure, horizon, record_every, **options)
 
     def whole(keys, problem, params, move_cost):
         carry = init_fn(keys, problem, params)
