@@ -423,16 +423,9 @@ def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
     return horizon
 
 
-def make_chunked(
-    algo: BanditAlgorithm,
-    structure: Structure,
-    chunk_rounds: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool = False,
-    buffer: int = 8,
-    grid: bool = False,
-):
+def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
+                 record_every: int = 1, problem_per_seed: bool = False, compact: bool = False,
+                 buffer: int = 8, grid: bool = False):
     """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk.
 
     ``init_fn(keys, problem, params) -> carry`` and
@@ -639,26 +632,11 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     return carry, records, (t1 - t0) + (t3 - t2), (t2 - t1) + (t4 - t3)
 
 
-def sweep(
-    root_key: jax.Array,
-    seed_ids,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    horizon: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool | None = None,
-    buffer: int | None = None,
-    shard: bool | None = None,
-    grid: bool = False,
-    chunk_rounds: int | None = None,
-    progress=None,
-    start=None,
-    on_chunk=None,
-) -> SweepResult:
+def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Structure,
+          problem: Problem, params: AgentParams, move_cost, horizon: int, record_every: int = 1,
+          problem_per_seed: bool = False, compact: bool | None = None, buffer: int | None = None,
+          shard: bool | None = None, grid: bool = False, chunk_rounds: int | None = None,
+          progress=None, start=None, on_chunk=None) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
     The seeds are padded and, with ``shard`` (default: when there are several devices), split
