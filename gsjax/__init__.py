@@ -34,6 +34,15 @@ if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
 
 __version__ = "0.1.0"
 
+__all__ = [
+    "algorithms", "graphs", "lcb", "linalg", "problem", "runner",
+    "REGISTRY", "AgentParams", "AgentSpec", "BanditAlgorithm",
+    "ConfigError", "ExperimentConfig", "load_config", "parse_config",
+    "Scopes", "block_scopes", "graph_scopes", "scopes_from_rows", "check_scopes",
+    "Environment", "Feedback", "Problem", "Structure", "make_problem", "make_structure",
+    "run", "seed_keys", "sweep",
+    "Tuner", "TunerError",
+]
 
 # The module each public name comes from. They are imported on first use (PEP 562) so that
 # importing the package, as `gsjax --help` does, does not import JAX.
@@ -50,7 +59,6 @@ _SOURCE = {
     **dict.fromkeys(["run", "seed_keys", "sweep"], "gsjax.runner"),
     **dict.fromkeys(["Tuner", "TunerError"], "gsjax.tuner"),
 }
-__all__ = list(_SOURCE)
 
 
 def __getattr__(name: str):

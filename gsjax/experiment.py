@@ -655,12 +655,8 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     cfg = result.built.cfg
     out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
     out["seed_ids"] = np.asarray(result.seed_ids)
-    p = result.built.problem
-    out["problem/theta"] = np.asarray(p.theta)
-    out["problem/s_star"] = np.asarray(p.s_star)
-    out["problem/loss_star"] = np.asarray(p.loss_star)
-    out["problem/scopes"] = np.asarray(p.scopes)
-    out["problem/scope_mask"] = np.asarray(p.scope_mask)
+    out.update({f"problem/{f}": np.asarray(getattr(result.built.problem, f))
+                for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask")})
     if cfg.grid:
         points = grid_points(cfg)
         out["grid/names"] = np.asarray([name for name, _ in cfg.grid])
