@@ -37,7 +37,12 @@ RTOL = 1e-4
 # f44b87b reassociated the PGD path, found only when the slow cases were run on 2026-12-02. Every
 # count and decision is equal; actions and movement move by <= 1e-6 relative and the solver's
 # residual (a projected-gradient norm near zero) by 7e-5 relative.
-REASSOCIATED = {"tune_bandit": 1e-6, "run_section7_3": 1e-4}
+# run_adaptive_graph (slow; adaptive_lazy with PGD in float32): XLA CPU's older loop emitter
+# (runner.COMPILER_OPTIONS, 1a1be37) rounds its fused float32 arithmetic differently; the
+# previous commit reproduces the recording bit for bit, 1a1be37 moves the mean regret by 3e-8
+# relative and its standard error by 4e-6. Every count and decision is equal (integers are
+# compared exactly).
+REASSOCIATED = {"tune_bandit": 1e-6, "run_section7_3": 1e-4, "run_adaptive_graph": 1e-4}
 
 
 def _close(a, b, exact: bool, path: str = "", rtol: float = RTOL) -> None:
