@@ -89,7 +89,7 @@ __all__ = [
     "SEED_MAX", "ScopesProblem", "ThetaConfig", "UnequalBlocksProblem", "apply_overrides",
     "builtin_config_dir", "check_seed_range", "config_dirs", "config_hash", "config_to_dict",
     "dict_hash", "default_record_every", "find_config", "load_config", "num_coords",
-    "num_criteria", "parse_config", "read_toml", "register_algorithm_name",
+    "num_criteria", "parse_config", "pick_entry", "read_toml", "register_algorithm_name",
 ]
 
 
@@ -1065,3 +1065,18 @@ def num_criteria(cfg: ExperimentConfig | ProblemConfig) -> int:
 def num_coords(cfg: ExperimentConfig | ProblemConfig) -> int:
     """Number of coordinates n of a config or its problem."""
     return (cfg.problem if isinstance(cfg, ExperimentConfig) else cfg).sizes[1]
+
+
+def pick_entry(cfg, name: str | None = None, field: str = "--algorithm", preferred=None,
+               error: type = ConfigError):
+    """The entry of ``cfg.algorithms`` named ``name`` (a bandit or OCO config); by default the
+    first entry ``preferred(entry)`` accepts, else the first. An unknown name is ``error(field,
+    ...)`` listing the entries."""
+    entries = list(cfg.algorithms)
+    if name is None:
+        return next((e for e in entries if preferred is not None and preferred(e)), entries[0])
+    for e in entries:
+        if e.name == name:
+            return e
+    raise error(field, f"no algorithm entry {name!r} in the config; entries: "
+                       f"{[e.name for e in entries]}")

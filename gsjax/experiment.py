@@ -142,10 +142,6 @@ def _model_scopes(pc: ProblemConfig) -> graphs.Scopes:
     return graphs.graph_scopes(n, edges)
 
 
-def _per_criterion(value, k: int, dtype) -> jax.Array:
-    return jnp.broadcast_to(jnp.asarray(value, dtype), (k,))
-
-
 def _noise_sigma_per_criterion(pc: ProblemConfig, scopes: graphs.Scopes) -> np.ndarray:
     """Each criterion's noise standard deviation (for the OFUL radius)."""
     k = scopes.index.shape[0]
@@ -164,29 +160,17 @@ def _adaptive_options(ac: AgentConfig) -> dict:
             "refined": ac.refined or "lazy"}
 
 
+_SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_include_current",
+                "beta_mode", "reference", "refresh_every")
+
+
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSpec, AgentParams]:
-    spec = AgentSpec(
-        solver=ac.solver,
-        pgd_steps=ac.pgd_steps,
-        pgd_starts=ac.pgd_starts,
-        pgd_optimizer=ac.pgd_optimizer,
-        pgd_include_current=ac.pgd_include_current,
-        beta_mode=ac.beta_mode,
-        reference=ac.reference,
-        refresh_every=ac.refresh_every,
-        **_adaptive_options(ac),
-    )
-    oful_sigma = sigma_k if ac.oful_sigma is None else ac.oful_sigma
-    params = AgentParams(
-        lambda_reg=_per_criterion(ac.lambda_reg, k, dtype),
-        beta=_per_criterion(ac.beta, k, dtype),
-        pgd_lr=jnp.asarray(ac.pgd_lr, dtype),
-        log_trigger=jnp.asarray(math.log(ac.trigger_ratio), dtype),
-        oful_delta=jnp.asarray(ac.oful_delta, dtype),
-        oful_S=jnp.asarray(ac.oful_S, dtype),
-        oful_sigma=_per_criterion(oful_sigma, k, dtype),
-        oful_L=None if ac.oful_L is None else _per_criterion(ac.oful_L, k, dtype),
-    )
+    spec = AgentSpec(**{f: getattr(ac, f) for f in _SPEC_FIELDS}, **_adaptive_options(ac))
+    params = AgentParams.create(
+        k, lambda_reg=ac.lambda_reg, beta=ac.beta, pgd_lr=ac.pgd_lr,
+        trigger_ratio=ac.trigger_ratio, oful_delta=ac.oful_delta, oful_S=ac.oful_S,
+        oful_sigma=sigma_k if ac.oful_sigma is None else ac.oful_sigma, oful_L=ac.oful_L,
+        dtype=dtype)
     return spec, params
 
 
@@ -682,12 +666,8 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     cfg = result.built.cfg
     out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
     out["seed_ids"] = np.asarray(result.seed_ids)
-    p = result.built.problem
-    out["problem/theta"] = np.asarray(p.theta)
-    out["problem/s_star"] = np.asarray(p.s_star)
-    out["problem/loss_star"] = np.asarray(p.loss_star)
-    out["problem/scopes"] = np.asarray(p.scopes)
-    out["problem/scope_mask"] = np.asarray(p.scope_mask)
+    out.update({f"problem/{f}": np.asarray(getattr(result.built.problem, f))
+                for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask")})
     if cfg.grid:
         points = grid_points(cfg)
         out["grid/names"] = np.asarray([name for name, _ in cfg.grid])

@@ -58,12 +58,11 @@ from gsjax.problem import (
     Structure,
     _feature_mask,
     assemble_problem,
-    check_theta_values,
-    draw_rff,
-    draw_theta,
+    draw_arrays,
     feature_dim,
     feature_norm_sq_bound,
     make_structure,
+    problem_keywords,
     scoped_features,
     total_loss,
     with_minimiser,
@@ -307,38 +306,25 @@ def joint_mask(problem: Problem) -> jax.Array:
             ).reshape(-1)
 
 
-def make_factor_problem(
-    key: jax.Array,
-    structure: Structure,
-    layout: FactorLayout,
-    *,
-    theta_distribution: str = "normal",
-    theta_values=None,
-    theta_scale: float = 1.0,
-    noise_sigma=0.5,
-    s0=0.5,
-    rff_lengthscale: float = 0.5,
-    mixing_seed: int = 0,
-    dtype=jnp.float32,
-) -> Problem:
+def make_factor_problem(key: jax.Array, structure: Structure, layout: FactorLayout, *,
+                        mixing_seed: int = 0, **options) -> Problem:
     """A factor-graph problem instance; jittable in ``key`` (the layout and mixing are host).
 
-    ``key`` is split as in :func:`gsjax.problem.make_problem`: ``w*`` ("normal":
-    ``scale N(0,1)``, "uniform": ``scale U(-1,1)``, "explicit": ``theta_values`` with one row of
-    ``d_C`` entries per FACTOR), the per-factor random Fourier features, the ``s*`` search.
-    ``s*`` is exact for linear features (``L`` is then linear in ``s``).
+    ``options``: the keywords of :func:`gsjax.problem.make_problem` (``theta_distribution``,
+    ``theta_values``, ``theta_scale``, ``noise_sigma``, ``s0``, ``rff_lengthscale``,
+    ``dtype``), with its defaults and checks (``ValueError`` naming the argument), except that
+    "explicit" ``theta_values`` have one row of ``d_C`` entries per FACTOR. ``key`` is split as
+    there: ``w*`` ("normal": ``scale N(0,1)``, "uniform": ``scale U(-1,1)``, "signal"), the
+    per-factor random Fourier features, the ``s*`` search. ``s*`` is exact for linear features
+    (``L`` is then linear in ``s``).
     """
+    o = problem_keywords(options)
     spec: FactorSpec = structure.env.spec
     k, F = structure.num_criteria, spec.num_factors
     factor_scopes = padded(layout.factor_coords, layout.num_coords)
     ffmask = _feature_mask(structure, factor_scopes.mask)  # (F, d_C)
-    k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
-    if theta_distribution == "explicit":
-        check_theta_values(theta_values, ffmask, structure.features, "make_factor_problem",
-                           ("F", "factor"))
-    w = draw_theta(k_theta, ffmask, theta_distribution, theta_values, theta_scale, dtype)
-    omega, phase = draw_rff(k_omega, k_phase, structure, factor_scopes.mask, rff_lengthscale,
-                            dtype)
+    w, omega, phase, k_star = draw_arrays(key, structure, factor_scopes.mask, ffmask,
+                                          "make_factor_problem", ("F", "factor"), **o)
     node_factors = padded(_node_factor_lists(layout), F)  # (k, max_degree)
     nf, nfm = node_factors.index, node_factors.mask
     data = FactorData(
@@ -349,12 +335,12 @@ def make_factor_problem(
         rff_phase=phase,
         node_factors=jnp.asarray(nf),
         node_factor_mask=jnp.asarray(nfm),
-        mix=jnp.asarray(mixing_matrices(layout, structure, mixing_seed), dtype),
+        mix=jnp.asarray(mixing_matrices(layout, structure, mixing_seed), o["dtype"]),
         w=w,
     )
     # Node-wise view: node i's theta*_i is its stacked copy of (w*_C)_{C in i}.
     theta = jnp.where(jnp.asarray(nfm)[..., None], w[jnp.asarray(nf)], 0.0).reshape(k, -1)
     feat_mask = (nfm[..., None] & ffmask[nf]).reshape(k, -1)
-    problem = assemble_problem(structure, node_scopes(layout), feat_mask, theta, s0, dtype,
-                               noise_sigma=noise_sigma, env_data=data)
+    problem = assemble_problem(structure, node_scopes(layout), feat_mask, theta, o["s0"],
+                               o["dtype"], noise_sigma=o["noise_sigma"], env_data=data)
     return with_minimiser(k_star, structure, problem)

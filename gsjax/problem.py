@@ -26,6 +26,7 @@ Feature maps (Section 3.4), padded to ``d`` entries with ``feat_mask``:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -244,10 +245,8 @@ def check_theta_values(theta_values, fmask: np.ndarray, features_kind: str,
         check_bounds(values, f"{name}[{i}]")
 
 
-def _check_problem_args(structure: Structure, scopes: Scopes, theta_distribution: str,
-                        theta_values, theta_scale, noise_sigma, s0, rff_lengthscale,
-                        dtype) -> Scopes:
-    """The checks of :func:`make_problem` (see its docstring); returns the checked scopes."""
+def _check_scopes_arg(structure: Structure, scopes: Scopes) -> Scopes:
+    """:func:`make_problem`'s checks of ``scopes`` (see its docstring); the checked scopes."""
     scopes = check_scopes(scopes, structure.num_coords, where="make_problem")
     want = (structure.num_criteria, structure.scope_size)
     if scopes.index.shape != want:
@@ -258,23 +257,6 @@ def _check_problem_args(structure: Structure, scopes: Scopes, theta_distribution
         )
     if structure.features == "quadratic":
         _check_own_first(scopes.mask, "make_problem")
-    if theta_distribution not in THETA_DISTRIBUTIONS:
-        raise ValueError(f"make_problem: theta_distribution: unknown theta distribution "
-                         f"{theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
-    if theta_distribution == "explicit":
-        fmask = _feature_mask(structure, scopes.mask)
-        check_theta_values(theta_values, fmask, structure.features)
-    else:
-        _check_array(theta_scale, "make_problem: theta_scale", gt=0.0)
-    if structure.noise == "independent":
-        desc = "k (criteria, noise 'independent')"
-    else:
-        desc = "n (coordinates, noise 'correlated')"
-    _check_array(noise_sigma, "make_problem: noise_sigma", _noise_len(structure), desc, ge=0.0)
-    _check_array(s0, "make_problem: s0", structure.num_coords, "n (coordinates)", ge=0.0, le=1.0)
-    if structure.features == "rff":
-        _check_array(rff_lengthscale, "make_problem: rff_lengthscale", gt=0.0)
-    check_float_dtype(dtype, "make_problem: dtype")
     return scopes
 
 
@@ -634,12 +616,48 @@ def make_problem(
         ``> 0``; ``dtype`` is not a floating dtype. Only concrete values are checked: under
         ``jit``/``vmap`` a traced argument's shape is checked, never its values.
     """
-    scopes = _check_problem_args(structure, scopes, theta_distribution, theta_values,
-                                 theta_scale, noise_sigma, s0, rff_lengthscale, dtype)
+    scopes = _check_scopes_arg(structure, scopes)
     fmask = _feature_mask(structure, scopes.mask)
-    k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
-    theta = draw_theta(k_theta, fmask, theta_distribution, theta_values, theta_scale, dtype)
-    omega, phase = draw_rff(k_omega, k_phase, structure, scopes.mask, rff_lengthscale, dtype)
+    theta, omega, phase, k_star = draw_arrays(
+        key, structure, scopes.mask, fmask, "make_problem", ("k", "criterion"),
+        theta_distribution, theta_values, theta_scale, noise_sigma, s0, rff_lengthscale, dtype)
     problem = assemble_problem(structure, scopes, fmask, theta, s0, dtype,
                                noise_sigma=noise_sigma, rff_omega=omega, rff_phase=phase)
     return with_minimiser(k_star, structure, problem)
+
+
+def problem_keywords(options: dict) -> dict:
+    """:func:`make_problem`'s keywords from ``options``, the missing ones at its defaults (an
+    unknown one a ``TypeError``)."""
+    bound = inspect.signature(make_problem).bind(None, None, None, **options)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k not in ("key", "structure", "scopes")}
+
+
+def draw_arrays(key, structure: Structure, scope_mask: np.ndarray, fmask: np.ndarray,
+                where: str, rows_of: tuple, theta_distribution: str, theta_values, theta_scale,
+                noise_sigma, s0, rff_lengthscale, dtype):
+    """``(theta*, rff_omega, rff_phase, k_star)`` of rows with the host ``scope_mask`` and
+    feature mask ``fmask`` (the criteria, or :mod:`gsjax.factor`'s factors; ``rows_of``: their
+    symbol and name), drawn from ``key`` as :func:`make_problem` draws them, its keywords
+    checked first (errors start with ``where``); ``k_star`` keys the ``s*`` search."""
+    if theta_distribution not in THETA_DISTRIBUTIONS:
+        raise ValueError(f"{where}: theta_distribution: unknown theta distribution "
+                         f"{theta_distribution!r}; allowed: {THETA_DISTRIBUTIONS}")
+    if theta_distribution == "explicit":
+        check_theta_values(theta_values, fmask, structure.features, where, rows_of)
+    else:
+        _check_array(theta_scale, f"{where}: theta_scale", gt=0.0)
+    if structure.noise == "independent":
+        desc = "k (criteria, noise 'independent')"
+    else:
+        desc = "n (coordinates, noise 'correlated')"
+    _check_array(noise_sigma, f"{where}: noise_sigma", _noise_len(structure), desc, ge=0.0)
+    _check_array(s0, f"{where}: s0", structure.num_coords, "n (coordinates)", ge=0.0, le=1.0)
+    if structure.features == "rff":
+        _check_array(rff_lengthscale, f"{where}: rff_lengthscale", gt=0.0)
+    check_float_dtype(dtype, f"{where}: dtype")
+    k_theta, k_omega, k_phase, k_star = jax.random.split(key, 4)
+    theta = draw_theta(k_theta, fmask, theta_distribution, theta_values, theta_scale, dtype)
+    return (theta, *draw_rff(k_omega, k_phase, structure, scope_mask, rff_lengthscale, dtype),
+            k_star)

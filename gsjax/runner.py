@@ -423,16 +423,9 @@ def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
     return horizon
 
 
-def make_chunked(
-    algo: BanditAlgorithm,
-    structure: Structure,
-    chunk_rounds: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool = False,
-    buffer: int = 8,
-    grid: bool = False,
-):
+def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
+                 record_every: int = 1, problem_per_seed: bool = False, compact: bool = False,
+                 buffer: int = 8, grid: bool = False):
     """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk.
 
     ``init_fn(keys, problem, params) -> carry`` and
@@ -466,17 +459,10 @@ def make_chunked(
     return jax.jit(init), jax.jit(chunk)
 
 
-def make_sweep(
-    algo: BanditAlgorithm,
-    structure: Structure,
-    horizon: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool = False,
-    buffer: int = 8,
-    grid: bool = False,
-):
-    """A jitted sweep over seed keys (and over problems when drawn per seed).
+def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record_every: int = 1,
+               **options):
+    """A jitted sweep over seed keys (and over problems when drawn per seed); ``options``:
+    :func:`make_chunked`'s ``problem_per_seed``, ``compact``, ``buffer`` and ``grid``.
 
     ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
     cost every round, the lazy ``cond`` becoming a select under ``vmap``).
@@ -488,9 +474,7 @@ def make_sweep(
     Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
     the last bits from a larger batch's; :func:`sweep` pads that case.
     """
-    init_fn, chunk_fn = make_chunked(
-        algo, structure, horizon, record_every, problem_per_seed, compact, buffer, grid
-    )
+    init_fn, chunk_fn = make_chunked(algo, structure, horizon, record_every, **options)
 
     def whole(keys, problem, params, move_cost):
         carry = init_fn(keys, problem, params)
@@ -648,26 +632,11 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     return carry, records, (t1 - t0) + (t3 - t2), (t2 - t1) + (t4 - t3)
 
 
-def sweep(
-    root_key: jax.Array,
-    seed_ids,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    horizon: int,
-    record_every: int = 1,
-    problem_per_seed: bool = False,
-    compact: bool | None = None,
-    buffer: int | None = None,
-    shard: bool | None = None,
-    grid: bool = False,
-    chunk_rounds: int | None = None,
-    progress=None,
-    start=None,
-    on_chunk=None,
-) -> SweepResult:
+def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Structure,
+          problem: Problem, params: AgentParams, move_cost, horizon: int, record_every: int = 1,
+          problem_per_seed: bool = False, compact: bool | None = None, buffer: int | None = None,
+          shard: bool | None = None, grid: bool = False, chunk_rounds: int | None = None,
+          progress=None, start=None, on_chunk=None) -> SweepResult:
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
     The seeds are padded and, with ``shard`` (default: when there are several devices), split

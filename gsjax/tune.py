@@ -52,11 +52,10 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from gsjax import es, experiment, relaxed, results, runner
-from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config
+from gsjax.config import ConfigError, RelaxedConfig, find_config, load_config, pick_entry
 from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
-from gsjax.oco.experiment import entry_params, spec_of
-from gsjax.oco.problem import make_problem
+from gsjax.oco.experiment import build_problem, entry_params
 from gsjax.oco.runner import run_seed
 
 __all__ = ["TUNABLE", "tune", "add_parser"]
@@ -148,14 +147,7 @@ def _pick_entry(cfg, algorithm: str | None,
                 preferred=lambda e: e.algorithm in ("lazy", "async_lazy")):
     """The entry named ``algorithm``; by default the first ``preferred`` entry, else the first
     (bandit: every algorithm has a relaxed form, the first lazy or async entry is preferred)."""
-    entries = list(cfg.algorithms)
-    if algorithm is None:
-        return ([e for e in entries if preferred(e)] or entries)[0]
-    for e in entries:
-        if e.name == algorithm:
-            return e
-    raise ConfigError("--algorithm", f"no entry {algorithm!r}; entries: "
-                                     f"{[e.name for e in entries]}")
+    return pick_entry(cfg, algorithm, preferred=preferred)
 
 
 def _adam(step, u0: dict, steps: int, lr: float, log):
@@ -491,12 +483,8 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
     entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
     T, S = cfg.horizons[0], cfg.seeds
     H = heldout or S
-    spec = spec_of(cfg)
     with jax.enable_x64(cfg.dtype == "float64"):
-        dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
-        pc = cfg.problem
-        problem = make_problem(spec, pc.s0, pc.target_low, pc.target_high, pc.weights, pc.drift,
-                               dtype)
+        spec, problem, dtype = build_problem(cfg)
         params, budgets = entry_params(cfg, entry, T, dtype)
         if not 0 <= point < params.p.shape[0]:
             raise ConfigError("--point", f"entry {entry.name!r} has {params.p.shape[0]} budget "

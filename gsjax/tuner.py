@@ -52,6 +52,7 @@ from gsjax.config import (
     config_to_dict,
     find_config,
     parse_config,
+    pick_entry,
     read_toml,
 )
 from gsjax.oco import algorithms as oalgs
@@ -89,16 +90,6 @@ def _cached(key, make):
 def _check_seed(seed) -> None:
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise TunerError("seed", f"must be an integer >= 0; got {seed!r}")
-
-
-def _pick(cfg, algorithm: str | None) -> str:
-    """The entry's name (default: the first entry of the config)."""
-    names = [e.name for e in cfg.algorithms]
-    algorithm = names[0] if algorithm is None else algorithm
-    if algorithm not in names:
-        raise TunerError("algorithm", f"no algorithm entry {algorithm!r} in the config; "
-                                      f"entries: {names}")
-    return algorithm
 
 
 def _vector(value, length: int, field: str, what: str) -> np.ndarray:
@@ -358,7 +349,7 @@ class Tuner(_Learner):
         _check_seed(seed)
         if cfg.grid:
             raise TunerError("grid", "a tuner runs one set of hyperparameters; remove [grid]")
-        algorithm = _pick(cfg, algorithm)
+        algorithm = pick_entry(cfg, algorithm, "algorithm", error=TunerError).name
         cfg_one = parse_config(dict(config_to_dict(cfg), seeds=1))
         built = _cached(config_hash(cfg_one), lambda: experiment.build(cfg_one))
         entry = next(b for b in built.algorithms if b.name == algorithm)
@@ -460,8 +451,8 @@ class OGDTuner(_Learner):
     def __init__(self, cfg, algorithm: str | None = None, seed: int = 0, budget_index: int = 0,
                  _restore: dict | None = None):
         _check_seed(seed)
-        algorithm = _pick(cfg, algorithm)
-        entry = next(e for e in cfg.algorithms if e.name == algorithm)
+        entry = pick_entry(cfg, algorithm, "algorithm", error=TunerError)
+        algorithm = entry.name
         if cfg.dtype == "float64":
             jax.config.update("jax_enable_x64", True)
         horizon = int(cfg.horizons[0])

@@ -308,6 +308,19 @@ def test_factor_constructors_name_the_bad_argument():
     with pytest.raises(ValueError, match=r"make_factor_problem: theta_values\[2\]\[0\]: must be "
                                          r"finite"):
         make([w[0], w[1], [float("nan")]])
+    # make_problem's keyword checks hold here too (they ran silently before)
+    fac = lambda **kw: factor.make_factor_problem(jax.random.key(0), structure, LAYOUT, **kw)  # noqa: E731
+    for kw, match in ((dict(s0=2.0), r"make_factor_problem: s0: .*<= 1"),
+                      (dict(noise_sigma=[0.5] * 3), r"make_factor_problem: noise_sigma: expected "
+                                                    r"a scalar or k \(criteria"),
+                      (dict(theta_scale=-1.0), r"make_factor_problem: theta_scale: .*> 0"),
+                      (dict(theta_distribution="x"), r"make_factor_problem: theta_distribution: "
+                                                     r"unknown theta distribution 'x'"),
+                      (dict(dtype=jnp.int32), r"make_factor_problem: dtype")):
+        with pytest.raises(ValueError, match=match):
+            fac(**kw)
+    with pytest.raises(TypeError, match="theta_seed"):
+        fac(theta_seed=1)
     bad = LAYOUT._replace(factor_coords=((0, 1, 1), (2, 3), (4,)))
     with pytest.raises(ValueError, match=r"layout.factor_coords\[0\]: .*got \(0, 1, 1\)"):
         factor.node_scopes(bad)
