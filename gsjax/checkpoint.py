@@ -75,7 +75,10 @@ def save(folder, config_hash: str, seed_start: int, completed: dict, current: st
         arrays[f"current/carry/{i:05d}"] = np.asarray(leaf)
     arrays.update(flatten("current/records", records))
     arrays["meta"] = np.asarray(json.dumps(meta))
-    return write_npz(Path(folder) / FILENAME, arrays)
+    # Uncompressed: written after every chunk, where zlib cost more than the chunk's rounds
+    # (0.4 s a save against 0.3 s of rounds, section7_2 at 1024 seeds; the floats barely
+    # compress). The finished run's arrays.npz stays compressed.
+    return write_npz(Path(folder) / FILENAME, arrays, compress=False)
 
 
 def meta(folder) -> dict | None:

@@ -12,6 +12,7 @@ too; :mod:`gsjax.oco.experiment` uses them.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import itertools
@@ -254,19 +255,25 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)
 
 
+#: True while :func:`memory_needed` builds: problems are shapes only (``jax.eval_shape``).
+_SHAPES_ONLY = contextvars.ContextVar("gsjax_shapes_only", default=False)
+
+
 def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
     """``make(key, **kwargs, ...)`` with ``[problem]``'s theta, noise and start, once (a shared
-    problem) or once per global seed id (``theta.per_seed``); returns ``(problem, per_seed)``."""
+    problem) or once per global seed id (``theta.per_seed``); returns ``(problem, per_seed)``
+    (the problem's shapes only, compiling nothing, under :data:`_SHAPES_ONLY`)."""
     th = pc.theta
     make = functools.partial(
         make, **kwargs, theta_distribution=th.distribution, theta_values=th.values,
         theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
         rff_lengthscale=pc.rff_lengthscale, dtype=dtype)
     problem_key = jax.random.key(th.seed)
+    call = jax.eval_shape if _SHAPES_ONLY.get() else (lambda f, x: jax.jit(f)(x))
     if th.per_seed and th.distribution != "explicit":
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(problem_key, seed_ids)
-        return jax.jit(jax.vmap(make))(keys), True
-    return jax.jit(make)(problem_key), False
+        return call(jax.vmap(make), keys), True
+    return call(make, problem_key), False
 
 
 def _check_explicit_theta(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes):
@@ -483,7 +490,11 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
     run one after another) and the per-seed problem, for every seed, and every algorithm's
     records (all kept until written), from the shapes of a one-seed build; nothing is
     compiled (``jax.eval_shape``)."""
-    one = build(dataclasses.replace(cfg, seeds=1), seed_start)
+    token = _SHAPES_ONLY.set(True)
+    try:
+        one = build(dataclasses.replace(cfg, seeds=1), seed_start)
+    finally:
+        _SHAPES_ONLY.reset(token)
     keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
     carries, record = [], []
     for ba in one.algorithms:

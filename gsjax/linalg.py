@@ -15,7 +15,9 @@ truth, WITHOUT ``lambda`` folded in (for features in {0, 1} its entries are inte
 float32; ``lambda I + S`` rounds every entry at every addition), and :func:`refresh` recomputes
 ``V^{-1}`` and ``log det V`` from ``S`` and ``lambda`` (closed form for ``d <= 2``, Cholesky
 otherwise). :func:`update` refreshes when asked to; the algorithms ask every ``refresh_every``
-rounds (default: every round).
+rounds (default: every round). Statistics refreshed every round need not carry ``V^{-1}`` at
+all (``init(..., carry_inverse=False)``: ``inv`` is ``None`` and :func:`inverse` recomputes it
+from ``S`` where it is read), which keeps the largest array out of a sweep's round-to-round state.
 
 Float32 limit (measured, tests/test_linalg.py): the refreshed log-det is as accurate as the
 conditioning of ``V`` allows, about ``eps32 * cond(V)``; after ``N`` identical updates
@@ -43,6 +45,7 @@ __all__ = [
     "refresh",
     "update",
     "theta_hat",
+    "inverse",
     "RANK_K_METHODS",
     "woodbury",
     "sherman_morrison_steps",
@@ -55,25 +58,29 @@ class RidgeStats(NamedTuple):
 
     data_gram: jax.Array  # (d, d) S = sum phi phi^T (no lambda), the source of truth
     lam: jax.Array  # () lambda_reg: V = lambda I + S
-    inv: jax.Array  # (d, d) V^{-1}, Sherman-Morrison between refreshes
+    inv: jax.Array | None  # (d, d) V^{-1}, Sherman-Morrison between refreshes; None: not
+    # carried (refreshed every round, recomputed from data_gram by `inverse`)
     b: jax.Array  # (d,) sum phi y
     logdet: jax.Array  # () log det V, determinant lemma between refreshes
 
 
-def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32) -> RidgeStats:
+def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool = True
+         ) -> RidgeStats:
     """Prior statistics ``V = lambda I``, ``b = 0``.
 
     Args:
       lambda_reg: () ridge regulariser (> 0).
       d: feature dimension (padded).
       dtype: floating dtype.
+      carry_inverse: keep ``V^{-1}`` in the statistics (needed for Sherman--Morrison steps);
+        ``False``: ``inv`` is ``None`` and every :func:`update` must refresh.
     """
     lam = jnp.asarray(lambda_reg, dtype)
     eye = jnp.eye(d, dtype=dtype)
     return RidgeStats(
         data_gram=jnp.zeros((d, d), dtype),
         lam=lam,
-        inv=eye / lam,
+        inv=eye / lam if carry_inverse else None,
         b=jnp.zeros((d,), dtype),
         logdet=d * jnp.log(lam),
     )
@@ -145,6 +152,12 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
 
+    if stats.inv is None:
+        if do_refresh is not True:
+            raise ValueError("statistics without a carried inverse must refresh every update")
+        data_gram = stats.data_gram + jnp.outer(x, x)
+        return stats._replace(data_gram=data_gram, b=stats.b + x * y,
+                              logdet=refresh(data_gram, stats.lam)[1])
     return advance(stats, stats.data_gram + jnp.outer(x, x), stats.b + x * y, incremental,
                     do_refresh)
 
@@ -162,9 +175,14 @@ def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refr
     return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)
 
 
+def inverse(stats: RidgeStats) -> jax.Array:
+    """(d, d) ``V^{-1}``: the carried one, or recomputed from ``S`` when not carried."""
+    return refresh(stats.data_gram, stats.lam)[0] if stats.inv is None else stats.inv
+
+
 def theta_hat(stats: RidgeStats) -> jax.Array:
     """Ridge estimate ``V^{-1} b`` of shape (d,)."""
-    return stats.inv @ stats.b
+    return inverse(stats) @ stats.b
 
 
 # ---------------------------------------------------------------------------------------------

@@ -105,10 +105,11 @@ def write_json(path, obj) -> Path:
     return write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def write_npz(path, arrays: dict) -> Path:
-    """``np.savez_compressed`` through a temporary file."""
+def write_npz(path, arrays: dict, compress: bool = True) -> Path:
+    """``np.savez_compressed`` (``compress=False``: ``np.savez``) through a temporary file."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    (np.savez_compressed if compress else np.savez)(
+        buf, **{k: np.asarray(v) for k, v in arrays.items()})
     return atomic_write_bytes(path, buf.getvalue())
 
 

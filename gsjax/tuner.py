@@ -396,12 +396,13 @@ class Tuner(_Learner):
         out = self._status(reoptimisations=self.reoptimisations, updates=self.updates.tolist(),
                            triggers=self.triggers.tolist())
         stats, prob, k = self._state.stats, self._problem, self.num_criteria
-        if np.ndim(stats.inv) != 3 or stats.inv.shape[0] != k:  # not one ridge per criterion
-            return out
-        theta = jax.vmap(linalg.theta_hat)(stats)
+        if np.ndim(stats.data_gram) != 3 or stats.data_gram.shape[0] != k:  # not one ridge
+            return out  # per criterion
+        inv = jax.vmap(linalg.inverse)(stats)
+        theta = jax.vmap(jnp.matmul)(inv, stats.b)
         phi = all_features(self._structure, prob, jnp.asarray(out["suggested"], self._dtype))
         mean = np.asarray(jnp.sum(phi * theta, -1), np.float64)
-        q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, stats.inv, phi), np.float64)
+        q = np.asarray(jnp.einsum("ki,kij,kj->k", phi, inv, phi), np.float64)
         bound = self._structure.env.feature_norm_sq_bound(self._structure, prob)
         beta = np.asarray(exploration_radius(self._spec, self._params, prob.feat_mask, bound,
                                              jnp.asarray(self.rounds, self._dtype)), np.float64)

@@ -316,7 +316,9 @@ def test_api_contract(make_params, name, solver):
             assert np.all(np.isfinite(np.asarray(leaf, np.float64)))
         if name in KINDS:
             assert isinstance(state, BanditState) and isinstance(info, BanditInfo)
-            assert state.stats.data_gram.shape == (k, d, d) and state.stats.inv.shape == (k, d, d)
+            # refreshed every round (the default): V^{-1} is recomputed where read, not carried
+            assert state.stats.data_gram.shape == (k, d, d) and state.stats.inv is None
+            assert jax.vmap(linalg.inverse)(state.stats).shape == (k, d, d)
             assert state.stats.b.shape == (k, d) and state.stats.logdet.shape == (k,)
             assert state.logdet_ref.shape == (k,) and state.s.shape == (n,)
             assert state.t.shape == () and state.t.dtype == jnp.int32 and int(state.t) == t + 1

@@ -11,7 +11,7 @@ import pytest
 
 from gsjax import graphs, linalg, runner
 from gsjax import problem as P
-from gsjax.algorithms import AgentSpec, make
+from gsjax.algorithms import AgentParams, AgentSpec, make
 
 
 def _np_gram_path(lam: float, xs: np.ndarray) -> np.ndarray:
@@ -142,6 +142,52 @@ def test_update_refresh_flag(x64, mode):
         np.testing.assert_allclose(out.inv, 0.5 * (sm + sm.T), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(out.logdet, poison_logdet + np.log1p(x @ poison_inv @ x),
                                    rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_statistics_without_a_carried_inverse(x64, d):
+    """``carry_inverse=False``: no ``inv`` in the statistics; after 30 updates ``inverse``,
+    ``theta_hat`` and ``logdet`` equal NumPy's on the Gram sums, and the carried form's
+    (refreshed every update) to rounding; an update that asks not to refresh is refused."""
+    lam = 0.3
+    rng = np.random.default_rng(40 + d)
+    xs, ys = rng.normal(size=(30, d)), rng.normal(size=30)
+    light = linalg.init(jnp.asarray(lam), d, jnp.float64, carry_inverse=False)
+    full = linalg.init(jnp.asarray(lam), d, jnp.float64)
+    assert light.inv is None
+    np.testing.assert_allclose(linalg.inverse(light), np.eye(d) / lam, rtol=1e-15)
+    for x, y in zip(xs, ys):
+        light = linalg.update(light, jnp.asarray(x), jnp.asarray(y), True)
+        full = linalg.update(full, jnp.asarray(x), jnp.asarray(y), True)
+    assert light.inv is None
+    gram = lam * np.eye(d) + xs.T @ xs
+    np.testing.assert_allclose(linalg.inverse(light), np.linalg.inv(gram), rtol=1e-9)
+    np.testing.assert_allclose(linalg.theta_hat(light), np.linalg.solve(gram, xs.T @ ys),
+                               rtol=1e-9)
+    np.testing.assert_allclose(light.logdet, np.linalg.slogdet(gram)[1], rtol=1e-12)
+    np.testing.assert_array_equal(linalg.inverse(light), full.inv)
+    np.testing.assert_array_equal(light.logdet, full.logdet)
+    with pytest.raises(ValueError, match="refresh every update"):
+        linalg.update(light, jnp.asarray(xs[0]), jnp.asarray(1.0), False)
+
+
+def test_node_kernels_carry_no_inverse_when_refreshing_every_round():
+    """The ridge kernels keep ``V^{-1}`` out of their state at ``refresh_every = 1`` (its
+    default) and carry it otherwise; both give the same run (same policy and counts)."""
+    scopes = graphs.block_scopes(2, 2)
+    structure = P.make_structure(scopes, "linear", "independent")
+    problem = P.make_problem(jax.random.key(0), structure, scopes, noise_sigma=0.5)
+    params = AgentParams.create(2, beta=0.5, lambda_reg=0.05)
+    outs = {}
+    for every in (1, 4):
+        spec = AgentSpec(refresh_every=every)
+        algo = make("lazy", structure, spec)
+        state = algo.init(jax.random.key(1), params, problem)
+        assert (state.stats.inv is None) == (every == 1)
+        outs[every] = runner.run(jax.random.key(2), algo, structure, problem, params, 1.0, 64)[1]
+    np.testing.assert_allclose(outs[1].prediction_regret, outs[4].prediction_regret, rtol=1e-4)
+    np.testing.assert_array_equal(outs[1].updates, outs[4].updates)
+    assert int(outs[1].reoptimisations) > 1
 
 
 # --------------------------------------------------------------------------------------------

@@ -229,9 +229,11 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     )
 
 
-def ridge_init(params: AgentParams, problem: Problem, d: int):
-    """``(stats, ())``: one prior ridge estimator of ``d`` features per criterion."""
-    return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype))(params.lambda_reg), ()
+def ridge_init(params: AgentParams, problem: Problem, d: int, carry_inverse: bool = True):
+    """``(stats, ())``: one prior ridge estimator of ``d`` features per criterion
+    (``carry_inverse``: :func:`gsjax.linalg.init`'s)."""
+    return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype, carry_inverse))(
+        params.lambda_reg), ()
 
 
 def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
@@ -245,11 +247,15 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
         return stats, state.graph
 
     def objective(stats, graph, beta, problem):
-        theta_hat = jax.vmap(linalg.theta_hat)(stats)
-        return lcb.node_objective(structure, problem, theta_hat, stats.inv, beta)
+        inv = jax.vmap(linalg.inverse)(stats)
+        theta_hat = jax.vmap(jnp.matmul)(inv, stats.b)
+        return lcb.node_objective(structure, problem, theta_hat, inv, beta)
 
+    # refreshed every round: V^{-1} is recomputed where the solver reads it, not carried
+    carry_inverse = spec.refresh_every != 1
     return Estimator(
-        init=lambda params, problem: ridge_init(params, problem, d), observe=observe,
+        init=lambda params, problem: ridge_init(params, problem, d, carry_inverse),
+        observe=observe,
         radius=lambda params, problem, graph, t: exploration_radius(
             spec, params, problem.feat_mask,
             structure.env.feature_norm_sq_bound(structure, problem), t),
