@@ -406,7 +406,8 @@ _PLOT_STYLE = {"random": ("tab:gray", "o"), "grid": ("tab:brown", "s"),
 
 
 def plot(a) -> list[str]:
-    """One figure per setting of ``--rows`` (``comparison.json``): held-out hard regret against
+    """One figure per setting of ``--rows`` (``comparison.json``) with two budgets or more
+    (the others: only the table): held-out hard regret against
     the hard compute spent, one line per method through the mean over draws (``seed``), each
     draw's point with its held-out standard error; the defaults as a dashed line."""
     import matplotlib
@@ -419,6 +420,9 @@ def plot(a) -> list[str]:
     out = []
     for setting in settings:
         mine = [r for r in rows if r["setting"] == setting]
+        if len({r.get("budget") for r in mine if r["method"] != "defaults"}) < 2:
+            print(f"{setting}: one budget, no figure\n" + summary_table(mine), flush=True)
+            continue
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         methods = [m for m in _PLOT_STYLE if any(r["method"] == m for r in mine)]
         seeds = sorted({r.get("seed", 0) for r in mine})
@@ -434,11 +438,9 @@ def plot(a) -> list[str]:
                             yerr=[r["heldout_stderr"] for r in rr], fmt=mk, color=col,
                             ms=4, alpha=0.45 if len(seeds) > 1 else 1.0, capsize=2,
                             lw=0.8)
-            xs = sorted({r["budget"] if "budget" in r else r["compute_seed_rounds"]
-                         for r in rs})
             line_x, line_y = [], []
-            for b in xs:
-                rb = [r for r in rs if r.get("budget", r["compute_seed_rounds"]) == b]
+            for b in sorted({r["budget"] for r in rs}):
+                rb = [r for r in rs if r["budget"] == b]
                 line_x.append(np.mean([r["compute_seed_rounds"] for r in rb]) * shift)
                 line_y.append(np.mean([r["heldout_mean"] for r in rb]))
             ax.plot(line_x, line_y, "-", color=col, marker=mk, label=m)
@@ -447,7 +449,11 @@ def plot(a) -> list[str]:
             ax.axhline(dflt[0]["heldout_mean"], color="k", ls="--", lw=0.8,
                        label="config's defaults")
         ax.set_xscale("log")
-        ax.set_xlabel("hard compute spent tuning (seed-rounds)")
+        ticks = sorted({(r["compute_seed_rounds"], r["hard_points"]) for r in mine
+                        if r["method"] == "random"})
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xticks([t for t, _ in ticks], [f"{t / 1e6:.3g}M\n({n} pts)" for t, n in ticks])
+        ax.set_xlabel("hard compute spent tuning (seed-rounds; hard points)")
         ax.set_ylabel("held-out hard regret (mean over held-out seeds)")
         knobs = mine[0]["knobs"]
         ax.set_title(f"{setting} ({knobs} knob{'s' if knobs > 1 else ''}, "
@@ -460,17 +466,54 @@ def plot(a) -> list[str]:
         plt.close(fig)
         out.append(str(path))
         print(f"wrote {path}", flush=True)
+        print(summary_table(mine), flush=True)
     return out
+
+
+def summary_table(rows) -> str:
+    """Markdown: per budget, each method's held-out mean over the draws, and in how many draws
+    it beat random search / TPE (paired, p < 0.05) out of the draws."""
+    methods = [m for m in _PLOT_STYLE if any(r["method"] == m for r in rows)]
+    lines = ["| hard points | " + " | ".join(methods) + " |",
+             "|---|" + "---|" * len(methods)]
+    for b in sorted({r["budget"] for r in rows if "budget" in r}):
+        cells = []
+        for m in methods:
+            rb = [r for r in rows if r["method"] == m and r.get("budget") == b]
+            if not rb:
+                cells.append("–")
+                continue
+            cell = f"{np.mean([r['heldout_mean'] for r in rb]):.1f}"
+            if m != "random":
+                wins = sum(r["paired_diff_vs_random"] < 0 and r["paired_p_vs_random"] < 0.05
+                           for r in rb)
+                loss = sum(r["paired_diff_vs_random"] > 0 and r["paired_p_vs_random"] < 0.05
+                           for r in rb)
+                cell += f" ({wins}+/{loss}− vs random"
+                if m != "tpe" and all("paired_p_vs_tpe" in r for r in rb):
+                    w = sum(r["paired_diff_vs_tpe"] < 0 and r["paired_p_vs_tpe"] < 0.05
+                            for r in rb)
+                    lo = sum(r["paired_diff_vs_tpe"] > 0 and r["paired_p_vs_tpe"] < 0.05
+                             for r in rb)
+                    cell += f", {w}+/{lo}− vs tpe"
+                cell += ")"
+            cells.append(cell)
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _append(path: Path, rows: list[dict], seed: int, command: str) -> None:
     """Add ``rows`` (with ``seed`` and ``command``) to the list in ``path``, replacing the rows
-    of the same setting and seed."""
+    of the same setting, seed, method and compute (a rerun)."""
     old = json.loads(path.read_text()) if path.exists() else []
-    settings = {r["setting"] for r in rows}
-    keep = [r for r in old if not (r["setting"] in settings and r.get("seed") == seed)]
-    path.write_text(json.dumps(keep + [{**r, "seed": seed, "command": command} for r in rows],
-                               indent=1) + "\n")
+
+    def key(r):
+        return (r["setting"], r.get("seed"), r["method"], r["compute_seed_rounds"],
+                r.get("budget"))
+
+    new = [{**r, "seed": seed, "command": command} for r in rows]
+    keys = {key(r) for r in new}
+    path.write_text(json.dumps([r for r in old if key(r) not in keys] + new, indent=1) + "\n")
 
 
 def main(argv=None) -> int:
@@ -513,7 +556,7 @@ def main(argv=None) -> int:
     c.add_argument("--tpe", action="store_true", help="also Optuna's TPE (pip install optuna)")
     c.add_argument("--append", type=Path,
                    help="add the rows (with seed and command) to this comparison.json, "
-                        "replacing the same setting's rows of the same --seed")
+                        "replacing rows of the same setting, --seed, method and compute")
     pl = sub.add_parser("plot", help="a figure per setting of comparison.json")
     pl.set_defaults(func=plot)
     pl.add_argument("--rows", default="docs/tune/comparison.json")

@@ -353,3 +353,34 @@ def test_oco_compare_matches_ordinary_runs(tmp_path):
         h = 1e-5
         fd = (float(f({"eta_scale": jnp.asarray(h)})) - float(f({"eta_scale": jnp.asarray(-h)})))
         assert g0 == pytest.approx(fd / (2 * h), rel=1e-4)
+
+
+def test_append_replaces_a_rerun_and_the_table_counts_paired_wins(tmp_path):
+    """``compare --append`` replaces rows of the same setting, seed, method, compute and budget
+    and keeps the rest; the summary table averages over draws and counts significant paired
+    wins/losses (hand-made rows)."""
+    g = _gradients()
+    path = tmp_path / "cmp.json"
+
+    def row(m, seed, mean, d, p, dt=None, pt=None, budget=5):
+        r = {"setting": "s", "knobs": 2, "method": m, "compute_seed_rounds": budget * 10,
+             "heldout_mean": mean, "heldout_stderr": 1.0, "paired_diff_vs_random": d,
+             "paired_p_vs_random": p, "budget": budget, "hard_points": budget}
+        if dt is not None:
+            r.update(paired_diff_vs_tpe=dt, paired_p_vs_tpe=pt)
+        return r
+
+    g._append(path, [row("random", 0, 10.0, 0.0, 1.0), row("es", 0, 99.0, 89.0, 0.01)], 0, "a")
+    g._append(path, [row("random", 1, 12.0, 0.0, 1.0)], 1, "b")
+    g._append(path, [row("es", 0, 8.0, -2.0, 0.01, -1.0, 0.2),
+                     row("tpe", 0, 9.0, -1.0, 0.5, 0.0, 1.0)], 0, "c")  # es rerun
+    rows = json.loads(path.read_text())
+    assert sorted((r["method"], r["seed"], r["command"]) for r in rows) == [
+        ("es", 0, "c"), ("random", 0, "a"), ("random", 1, "b"), ("tpe", 0, "c")]
+    more = rows + [row("es", 1, 14.0, 2.0, 0.04, 3.0, 0.01)]
+    table = g.summary_table(more)
+    line = [ln for ln in table.splitlines() if ln.startswith("| 5 |")][0]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == "11.0"  # random: (10 + 12) / 2
+    assert cells[2] == "9.0 (0+/0− vs random)"  # tpe
+    assert cells[3] == "11.0 (1+/1− vs random, 0+/1− vs tpe)"  # es: (8 + 14) / 2
