@@ -474,51 +474,84 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
 # ---------------------------------------------------------------------------------------------
 
 
-def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, point, log):
+def _check_oco_names(names):
     for p in names:
         if p != "eta_scale":
             raise ConfigError("--params", f"{p!r} is a bandit parameter; a kind = 'oco' config "
                                           "tunes ['eta_scale']")
-    cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
-    entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
-    T, S = cfg.horizons[0], cfg.seeds
-    H = heldout or S
-    with jax.enable_x64(cfg.dtype == "float64"):
+
+
+class OCOTuning:
+    """The pieces of an OCO tuning problem (``kind = "oco"``: OGD's step size; shared by
+    :func:`_tune_oco` and ``benchmarks/gradients.py``): ``u0`` (``log eta_scale`` relative to
+    the entry's), ``per_seed(u, keys)`` the run's total regret (loss regret + movement cost)
+    per seed, ``keys`` / ``hkeys`` the tuning seeds ``0 .. S-1`` / held-out ``S .. S+H-1``, and
+    ``hard(keys, us)`` for many points at once. Build and call it under
+    ``jax.enable_x64(cfg.dtype == "float64")``."""
+
+    def __init__(self, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
+                 overrides=(), point=0):
+        _check_oco_names(names)
+        cfg = self.cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
+        entry = self.entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
+        T, S = self.T, self.S = cfg.horizons[0], cfg.seeds
+        H = self.H = heldout or S
         spec, problem, dtype = build_problem(cfg)
+        self.dtype = dtype
         params, budgets = entry_params(cfg, entry, T, dtype)
         if not 0 <= point < params.p.shape[0]:
             raise ConfigError("--point", f"entry {entry.name!r} has {params.p.shape[0]} budget "
                                          f"points; got {point}")
-        base = algs.OCOParams(p=params.p[point:point + 1], eta=params.eta[point:point + 1])
+        self.budget = np.asarray(budgets[point])
+        base = self.base = algs.OCOParams(p=params.p[point:point + 1],
+                                          eta=params.eta[point:point + 1])
         algo = algs.make(entry.algorithm, spec)
         root = jax.random.key(cfg.root_seed)
-        keys = runner.seed_keys(root, jnp.arange(S, dtype=jnp.uint32))
-        hkeys = runner.seed_keys(root, jnp.arange(S, S + H, dtype=jnp.uint32))
+        self.keys = runner.seed_keys(root, jnp.arange(S, dtype=jnp.uint32))
+        self.hkeys = runner.seed_keys(root, jnp.arange(S, S + H, dtype=jnp.uint32))
 
         def per_seed(u, ks):
             prm = base._replace(eta=base.eta * jnp.exp(u["eta_scale"]))
             res, _ = jax.vmap(lambda key: run_seed(key, algo, spec, problem, prm, T))(ks)
             return (res.loss_regret.sum(-1) + cfg.move_cost * res.movement.sum(-1))[:, 0]
 
+        self.per_seed = per_seed
+        self.u0 = {"eta_scale": jnp.zeros((), dtype)}
+        self._grid = jax.jit(jax.vmap(per_seed, in_axes=(0, None)))
+
+    def hard(self, keys, us):
+        """(G, S) the total regret at each point of ``us`` on the seeds of ``keys``."""
+        ustack = {"eta_scale": jnp.asarray(np.stack([np.asarray(u["eta_scale"]) for u in us]),
+                                           self.dtype)}
+        return np.asarray(self._grid(ustack, keys))
+
+
+def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, point, log):
+    _check_oco_names(names)
+    cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
+    with jax.enable_x64(cfg.dtype == "float64"):
+        ot = OCOTuning(path, names, seeds, heldout, horizon, algorithm, overrides, point)
+        S, H, T, entry, keys = ot.S, ot.H, ot.T, ot.entry, ot.keys
+
         def f(u):
-            tot = per_seed(u, keys)
+            tot = ot.per_seed(u, keys)
             return jnp.mean(tot), tot
 
-        u0 = {"eta_scale": jnp.zeros((), dtype)}
+        u0 = ot.u0
         t0 = time.perf_counter()
         value, u_best, trace, check = _descend(f, u0, steps, lr, log)
         t1 = time.perf_counter()
-        held = runner.jit(per_seed)
+        held = runner.jit(ot.per_seed)
         scale0 = entry.eta_scale
         final = scale0 * float(jnp.exp(u_best["eta_scale"]))
         result = _result({"eta_scale": {"initial": scale0, "final": final}},
                          [value(u)[1] for u in (u0, u_best)],
-                         [held(u, hkeys) for u in (u0, u_best)], check)
+                         [held(u, ot.hkeys) for u in (u0, u_best)], check)
         t2 = time.perf_counter()
     meta = _meta(path, entry, "oco", cfg.dtype, overrides, S, H, T, steps, lr, check,
                  {"tuning": t1 - t0, "evaluation": t2 - t1},
-                 budget=np.asarray(budgets[point]).tolist(), point=point,
-                 eta_initial=np.asarray(base.eta[0]).tolist())
+                 budget=ot.budget.tolist(), point=point,
+                 eta_initial=np.asarray(ot.base.eta[0]).tolist())
     return result, trace, meta
 
 

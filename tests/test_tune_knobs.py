@@ -265,10 +265,122 @@ def test_equal_compute_comparison_small(tmp_path, cfg_path):
         tot = np.asarray(hard.prediction_regret + hard.movement_cost)
         assert by[("defaults", 0)]["heldout_mean"] == pytest.approx(tot.mean(), rel=1e-9)
         bt = BanditTuning(cfg_path, ["beta[*]", "trigger"], seeds=2)
-        pts = gradients.random_points(bt, 200, np.random.default_rng(0))
-        x0, _ = bt.flat()
+        x0, lo, hi = gradients.box(bt)
+        pts = gradients.random_points(x0, lo, hi, 200, np.random.default_rng(0))
         assert np.array_equal(pts[0], x0)
         beta = pts[1:, :3]  # ravel order: beta[*] (3), trigger
         assert np.all(np.abs(beta - np.log(0.5)) <= np.log(4.0) + 1e-12)
         c = np.exp(np.exp(pts[1:, 3]))
         assert c.min() >= 1.1 - 1e-9 and c.max() <= 16 + 1e-9
+
+
+OCO_TOML = """
+kind = "oco"
+name = "knobs_oco"
+seeds = 3
+horizon = [200]
+[problem]
+s0 = 0.0
+[algorithms.lazy]
+algorithm = "lazy_ogd"
+budget_exponents = [0.5, 0.8]
+"""
+
+
+def test_grid_points_is_the_largest_full_grid():
+    lo, hi = np.array([0.0, -1.0]), np.array([1.0, 1.0])
+    from itertools import product
+
+    g = _gradients().grid_points(lo, hi, 10)  # 3 x 3 <= 10 < 4 x 4
+    want = [(a, b) for a, b in product([0.0, 0.5, 1.0], [-1.0, 0.0, 1.0])]
+    assert sorted(map(tuple, g.tolist())) == sorted(want)
+    assert _gradients().grid_points(lo, hi, 3) is None  # 2 x 2 > 3
+    assert len(_gradients().grid_points(lo[:1], hi[:1], 7)) == 7
+
+
+def _gradients():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import gradients
+
+    return gradients
+
+
+def test_oco_compare_matches_ordinary_runs(tmp_path):
+    """``compare`` on a ``kind = "oco"`` config (``gsjax.tune.OCOTuning``): the grid's choice,
+    the defaults and every pathwise iterate's tuning value are those of ordinary runs
+    (``run_experiment``) with ``eta_scale`` set; the pathwise gradient agrees with central
+    differences of the same hard objective."""
+    from gsjax.oco.config import load_oco_config
+    from gsjax.oco.experiment import run_experiment
+
+    gradients = _gradients()
+    path = tmp_path / "oco.toml"
+    path.write_text(OCO_TOML)
+
+    def ordinary(scale):  # global seeds 0..4: tuning 0..2, held-out 3..4
+        cfg = load_oco_config(path, ["seeds=5", f"algorithms.lazy.eta_scale={scale!r}"])
+        r = run_experiment(cfg).runs[("lazy", 200)].out.result
+        return np.asarray(r.loss_regret.sum(-1) + cfg.move_cost * r.movement.sum(-1))[:, 1]
+
+    out = tmp_path / "cmp.json"
+    assert gradients.main(["compare", "--config", str(path), "--params", "eta_scale",
+                           "--horizon", "200", "--seeds", "3", "--heldout", "2", "--point", "1",
+                           "--budgets", "3", "--pairs", "1", "--methods",
+                           "random,grid,es,pathwise", "--out", str(out)]) == 0
+    rows = {r["method"]: r for r in json.loads(out.read_text())["result"]}
+    assert set(rows) == {"random", "grid", "es", "pathwise", "defaults"}
+    scales = [1 / 8, 1.0, 8.0]  # the 3-point grid on [1/8, 8] (log scale)
+    tot = [ordinary(s) for s in scales]
+    g = int(np.argmin([t[:3].mean() for t in tot]))
+    assert rows["grid"]["heldout_mean"] == pytest.approx(tot[g][3:].mean(), rel=1e-9)
+    assert rows["defaults"]["heldout_mean"] == pytest.approx(tot[1][3:].mean(), rel=1e-9)
+    assert rows["es"]["heldout_mean"] == pytest.approx(tot[1][3:].mean(), rel=1e-9)  # 0 steps
+    assert rows["pathwise"]["hard_points"] == 3
+    assert rows["pathwise"]["compute_seed_rounds"] == 3 * 3 * 200
+
+    with jax.enable_x64(True):
+        a = type("A", (), dict(config=str(path), params="eta_scale", seeds=3, heldout=2,
+                               horizon=200, set=None, algorithm=None, point=1))
+        st = gradients._OCO(a)
+        xs, vals, _ = st.pathwise(2, 0.3)
+        for x, v in zip(xs, vals):
+            assert v == pytest.approx(ordinary(float(np.exp(x[0])))[:3].mean(), rel=1e-9)
+        f = jax.jit(lambda u: jnp.mean(st.ot.per_seed(u, st.ot.keys)))
+        g0 = float(jax.grad(f)(st.ot.u0)["eta_scale"])
+        h = 1e-5
+        fd = (float(f({"eta_scale": jnp.asarray(h)})) - float(f({"eta_scale": jnp.asarray(-h)})))
+        assert g0 == pytest.approx(fd / (2 * h), rel=1e-4)
+
+
+def test_append_replaces_a_rerun_and_the_table_counts_paired_wins(tmp_path):
+    """``compare --append`` replaces rows of the same setting, seed, method, compute and budget
+    and keeps the rest; the summary table averages over draws and counts significant paired
+    wins/losses (hand-made rows)."""
+    g = _gradients()
+    path = tmp_path / "cmp.json"
+
+    def row(m, seed, mean, d, p, dt=None, pt=None, budget=5):
+        r = {"setting": "s", "knobs": 2, "method": m, "compute_seed_rounds": budget * 10,
+             "heldout_mean": mean, "heldout_stderr": 1.0, "paired_diff_vs_random": d,
+             "paired_p_vs_random": p, "budget": budget, "hard_points": budget}
+        if dt is not None:
+            r.update(paired_diff_vs_tpe=dt, paired_p_vs_tpe=pt)
+        return r
+
+    g._append(path, [row("random", 0, 10.0, 0.0, 1.0), row("es", 0, 99.0, 89.0, 0.01)], 0, "a")
+    g._append(path, [row("random", 1, 12.0, 0.0, 1.0)], 1, "b")
+    g._append(path, [row("es", 0, 8.0, -2.0, 0.01, -1.0, 0.2),
+                     row("tpe", 0, 9.0, -1.0, 0.5, 0.0, 1.0)], 0, "c")  # es rerun
+    rows = json.loads(path.read_text())
+    assert sorted((r["method"], r["seed"], r["command"]) for r in rows) == [
+        ("es", 0, "c"), ("random", 0, "a"), ("random", 1, "b"), ("tpe", 0, "c")]
+    more = rows + [row("es", 1, 14.0, 2.0, 0.04, 3.0, 0.01)]
+    table = g.summary_table(more)
+    line = [ln for ln in table.splitlines() if ln.startswith("| 5 |")][0]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == "11.0"  # random: (10 + 12) / 2
+    assert cells[2] == "9.0 (0+/0− vs random)"  # tpe
+    assert cells[3] == "11.0 (1+/1− vs random, 0+/1− vs tpe)"  # es: (8 + 14) / 2
