@@ -11,6 +11,7 @@ too; :mod:`gsjax.oco.experiment` uses them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
@@ -369,23 +370,56 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             log(f"the checkpoint was written by {ck['processes']} process(es), this run has "
                 f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
-    for name, horizon, chunk, run in jobs:
-        if name in done:
-            continue
-        start = on_chunk = None
-        if ck is not None and ck["current"] == name:
-            start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
-            chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
-        if folder is not None:
+    with _Saver() as saver:
+        for name, horizon, chunk, run in jobs:
+            if name in done:
+                continue
+            start = on_chunk = None
+            if ck is not None and ck["current"] == name:
+                start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
+                chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
+            if folder is not None:  # every process gathers the carry (a collective);
+                # process 0 writes it, while the next chunk runs
 
-            def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
-                if writer:  # every process gathered the carry; process 0 writes it
-                    checkpoint.save(folder, digest, seed_start, finished, name, leaves, rounds,
-                                    records, processes=distributed.process_count())
+                def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
+                    if writer:
+                        saver.submit(checkpoint.save, folder, digest, seed_start, finished,
+                                     name, leaves, rounds, records,
+                                     processes=distributed.process_count())
 
-        done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
-                         progress=None if progress is None else progress(name, horizon, seeds))
+            done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
+                             progress=None if progress is None else progress(name, horizon,
+                                                                             seeds))
     return done
+
+
+class _Saver:
+    """Checkpoints written on a background thread while the next chunk runs, one at a time
+    and in order: :meth:`submit` first waits for the previous write (re-raising its error),
+    and leaving the ``with`` block waits for the last one, on success or on an error (a
+    non-finite chunk still leaves the chunk before it saved). A kill at any moment leaves the
+    previous checkpoint or the new one (the write is atomic)."""
+
+    def __enter__(self):
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "gsjax-checkpoint")
+        self._pending = None
+        return self
+
+    def submit(self, fn, *args, **kwargs) -> None:
+        self.wait()
+        self._pending = self._pool.submit(fn, *args, **kwargs)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __exit__(self, *exc):
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown()
+        return False
 
 
 def _load_checkpoint(folder, result, types):
