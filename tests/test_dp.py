@@ -7,6 +7,7 @@ coordinate, and the lowest ``p`` among the values within ``64 eps max(1, |min|)`
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 
@@ -79,13 +80,23 @@ def _brute_force(scopes, theta, inv, beta, s_init, free, eps):
     return verts[best], values[best], low
 
 
+@functools.cache
+def _compiled(solver, structure, plan):
+    """One jitted solve per (solver, structure, plan), its data as arguments: the trials and
+    the kinds of a family share its compiled program (jit caches by shapes and dtypes)."""
+
+    def solve(problem, theta, inv, beta, s_init, free):
+        objective = lcb.node_objective(structure, problem, theta, inv, beta)
+        if solver == "dp":
+            return dp.minimise(plan, objective, s_init, free)
+        return lcb.minimise_vertices(objective, s_init, free)
+
+    return jax.jit(solve)
+
+
 def _solve(solver, structure, problem, plan, theta, inv, beta, s_init, free, dtype):
     arrays = [jnp.asarray(x, dtype) for x in (theta, inv, beta, s_init)]
-    objective = lcb.node_objective(structure, problem, *arrays[:3])
-    if solver == "dp":
-        out = jax.jit(lambda: dp.minimise(plan, objective, arrays[3], jnp.asarray(free)))()
-    else:
-        out = jax.jit(lambda: lcb.minimise_vertices(objective, arrays[3], jnp.asarray(free)))()
+    out = _compiled(solver, structure, plan)(problem, *arrays, jnp.asarray(free))
     return np.asarray(out[0], np.float64), float(out[1])
 
 
