@@ -227,7 +227,8 @@ GRAPHS = {"ring8": {"graph": "edges", "num_nodes": 8, "edges": _ring(8)},
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_whole_runs_equal_vertex(graph):
-    runs = {s: experiment.run_experiment(_config(GRAPHS[graph], s)) for s in ("vertex", "dp")}
+    runs = {s: experiment.run_experiment(_config(GRAPHS[graph], s, horizon=60))
+            for s in ("vertex", "dp")}
     for name in ("linucb", "lazy", "async_lazy"):
         a, b = runs["vertex"].runs[name], runs["dp"].runs[name]
         for field in a.totals._fields:
