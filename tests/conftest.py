@@ -54,3 +54,64 @@ def _agent_params(k, dtype, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, log_trigge
 def make_params():
     """Factory ``make_params(k, dtype, **overrides) -> AgentParams`` (log_trigger = log 2)."""
     return _agent_params
+
+
+# A small bandit config: a 3-node chain, per-seed theta, the exact vertex solver, linucb and
+# lazy. ``tiny_config(**overrides)`` changes it (nested dicts merge; ``None`` removes a key).
+TINY_CONFIG = {
+    "name": "tiny", "seeds": 2, "horizon": 40, "record_every": 10,
+    "problem": {"structure": "graph", "graph": "chain", "num_nodes": 3,
+                "theta": {"distribution": "normal", "per_seed": True}},
+    "agent": {"lambda_reg": 0.3, "beta": 0.6, "solver": "vertex"},
+    "algorithms": {"linucb": {}, "lazy": {}},
+}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict) and v:
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"tiny_config: no TOML for {v!r}")
+
+
+def toml_text(raw: dict, prefix: str = "") -> str:
+    """``raw`` (nested dicts of scalars and lists) as TOML text, tables after the plain keys."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in raw.items() if not isinstance(v, dict)]
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            lines += ["", f"[{prefix}{k}]", toml_text(v, f"{prefix}{k}.")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    """Factory ``tiny_config(filename="tiny.toml", **overrides) -> Path``: TINY_CONFIG merged
+    with ``overrides`` (``algorithms={...}`` replaces the whole table), written to tmp_path."""
+
+    def make(filename: str = "tiny.toml", **overrides):
+        algorithms = overrides.pop("algorithms", None)
+        raw = _merge(TINY_CONFIG, overrides)
+        if algorithms is not None:
+            raw["algorithms"] = algorithms
+        path = tmp_path / filename
+        path.write_text(toml_text(raw))
+        return path
+
+    return make

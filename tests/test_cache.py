@@ -11,16 +11,20 @@ import numpy as np
 from gsjax import runner
 
 
+# Each run is its own process (the cache is what a second process finds), on the conftest's
+# small config (two algorithms, the vertex solver): the programs of a built-in config with PGD
+# entries cost twice the compile time and exercise nothing more of the cache.
 def _run(out, cache, tmp_path):
     env = {**os.environ, "GSJAX_CACHE_DIR": str(cache)}
-    subprocess.run([sys.executable, "-m", "gsjax", "run", "section7_1", "--seeds", "2",
-                    "--horizon", "40", "--quiet", "--out", str(out)],
+    subprocess.run([sys.executable, "-m", "gsjax", "run", str(tmp_path / "tiny.toml"),
+                    "--quiet", "--out", str(out)],
                    check=True, env=env, cwd=tmp_path)
     with np.load(out / "arrays.npz") as z:
         return {k: z[k] for k in z.files}
 
 
-def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
+def test_cache_is_filled_then_reused_with_identical_results(tmp_path, tiny_config):
+    tiny_config()
     cache = tmp_path / "cache"
     first = _run(tmp_path / "a", cache, tmp_path)
     entries = sorted(p.name for p in cache.iterdir())
@@ -34,7 +38,8 @@ def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
         np.testing.assert_array_equal(first[k], second[k], err_msg=k)
 
 
-def test_cache_off(tmp_path):
+def test_cache_off(tmp_path, tiny_config):
+    tiny_config()
     _run(tmp_path / "a", "off", tmp_path)
     assert not (tmp_path / "off").exists()
 
@@ -49,10 +54,10 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     assert runner.default_cache_dir() == tmp_path / "gsjax" / "xla"
 
 
-def test_cli_flags_choose_the_cache(tmp_path):
+def test_cli_flags_choose_the_cache(tmp_path, tiny_config):
     """``--cache-dir`` names the folder; ``--no-cache`` wins over it and the environment."""
-    base = [sys.executable, "-m", "gsjax", "run", "section7_1", "--seeds", "2", "--horizon",
-            "20", "--quiet", "--force"]
+    base = [sys.executable, "-m", "gsjax", "run", str(tiny_config()), "--horizon", "20",
+            "--quiet", "--force"]
     env = {**os.environ, "GSJAX_CACHE_DIR": str(tmp_path / "from_env")}
     subprocess.run(base + ["--out", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "flag")],
                    check=True, env=env, cwd=tmp_path)

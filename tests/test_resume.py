@@ -102,13 +102,14 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
             assert a[key] == s_res["algorithms"][name][key], (name, key)
 
 
-def test_resume_flag_uses_the_folder_config(tmp_path, capsys):
+# The small runs below: tests/conftest.py's tiny config on this file's 4-node chain, 6 seeds.
+SMALL = dict(seeds=6, problem={"num_nodes": 4})
+
+
+def test_resume_flag_uses_the_folder_config(tmp_path, capsys, tiny_config):
     from gsjax import cli
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
-                   .replace("[algorithms.linucb]\n", "").replace("[algorithms.async_lazy]\n", "")
-                   .replace('solver = "pgd"', 'solver = "vertex"'))
+    cfg = tiny_config(**SMALL, algorithms={"lazy": {}})
     out = tmp_path / "o"
     assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     first = (out / "arrays.npz").read_bytes()
@@ -151,7 +152,7 @@ def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path
     assert ck["current"] == "linucb" and ck["rounds_done"] == 40
 
 
-def _stopped_at_lazy_round_20(tmp_path, chunk_rounds, seed_start=0):
+def _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds, seed_start=0):
     """``(ref, out)``: a two-algorithm run uninterrupted in ``ref`` and stopped by a
     KeyboardInterrupt after round 20 of its second algorithm (``lazy``) in ``out``."""
     import pytest
@@ -159,11 +160,7 @@ def _stopped_at_lazy_round_20(tmp_path, chunk_rounds, seed_start=0):
     from gsjax import experiment
     from gsjax.config import load_config
 
-    path = tmp_path / "c.toml"
-    path.write_text(CONFIG.replace("horizon = 600", "horizon = 40")
-                    .replace("[algorithms.async_lazy]\n", "")
-                    .replace('solver = "pgd"', 'solver = "vertex"'))
-    cfg = load_config(path)
+    cfg = load_config(tiny_config(**SMALL))  # linucb, then lazy: 40 rounds each
     quiet = lambda *a, **k: None  # noqa: E731
     kw = dict(log=quiet, figures=False, chunk_rounds=chunk_rounds, seed_start=seed_start)
     experiment.run_config(cfg, tmp_path / "ref", **kw)
@@ -186,13 +183,13 @@ def _assert_same_arrays(ref, out):
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
+def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tiny_config):
     """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
     with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
     checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
     from gsjax import checkpoint, cli
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, chunk_rounds=10)
+    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
     ck = checkpoint.load(out)
     assert (list(ck["completed"]), ck["current"], ck["rounds_done"]) == (["linucb"], "lazy", 20)
     capsys.readouterr()
@@ -206,15 +203,12 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys):
     _assert_same_arrays(ref, out)
 
 
-def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys):
+def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys, tiny_config):
     """Issue 18 item 4: ``--resume`` on a finished folder prints one line and exits 0 without
     running anything (every file keeps its bytes and its modification time)."""
     from gsjax import cli
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.replace("horizon = 600", "horizon = 20")
-                   .replace("[algorithms.linucb]\n", "").replace("[algorithms.async_lazy]\n", "")
-                   .replace('solver = "pgd"', 'solver = "vertex"'))
+    cfg = tiny_config(**SMALL, horizon=20, algorithms={"lazy": {}})
     out = tmp_path / "o"
     assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
@@ -225,13 +219,13 @@ def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys):
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
 
 
-def test_resume_keeps_the_folders_seed_start(tmp_path, capsys):
+def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config):
     """Issue 18 item 12: a run of global seeds 2-7 interrupted part-way resumes with
     ``--resume DIR`` (no ``--seed-start``) over seeds 2-7, to the uninterrupted run's arrays;
     another ``--seed-start`` is a one-line error that keeps the checkpoint."""
     from gsjax import checkpoint, cli
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, chunk_rounds=20, seed_start=2)
+    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=20, seed_start=2)
     assert checkpoint.load(out)["seed_start"] == 2
     capsys.readouterr()
     assert cli.main(["run", "--resume", str(out), "--seed-start", "0", "--quiet"]) == 2

@@ -50,8 +50,8 @@ def cfg_path(tmp_path_factory):
     return p
 
 
-def _grad(bt, u):
-    return jax.grad(lambda v: bt.relaxed(v, bt.rp)[0])(u)
+def _grad(bt, u):  # jitted: one compile, not one per operation (was 16 s of 21)
+    return jax.jit(jax.grad(lambda v: bt.relaxed(v, bt.rp)[0]))(u)
 
 
 def test_per_criterion_gradient_matches_central_differences(cfg_path):
