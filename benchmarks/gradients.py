@@ -266,10 +266,10 @@ class _OCO:
 
     def __init__(self, a):
         names = [n.strip() for n in a.params.split(",")]
-        self.ot = ot = OCOTuning(find_config(a.config), names, seeds=a.seeds,
-                                 heldout=a.heldout, horizon=a.horizon,
-                                 overrides=list(a.set or []), algorithm=a.algorithm,
-                                 point=a.point)
+        self.ot = ot = OCOTuning.from_path(find_config(a.config), names, seeds=a.seeds,
+                                           heldout=a.heldout, horizon=a.horizon,
+                                           overrides=list(a.set or []), algorithm=a.algorithm,
+                                           point=a.point)
         self.x0 = np.zeros(1)
         self.lo, self.hi = np.array([-math.log(8.0)]), np.array([math.log(8.0)])
         self.S, self.T = ot.S, ot.T

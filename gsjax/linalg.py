@@ -152,14 +152,12 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
 
+    data_gram, b = stats.data_gram + jnp.outer(x, x), stats.b + x * y
     if stats.inv is None:
         if do_refresh is not True:
             raise ValueError("statistics without a carried inverse must refresh every update")
-        data_gram = stats.data_gram + jnp.outer(x, x)
-        return stats._replace(data_gram=data_gram, b=stats.b + x * y,
-                              logdet=refresh(data_gram, stats.lam)[1])
-    return advance(stats, stats.data_gram + jnp.outer(x, x), stats.b + x * y, incremental,
-                    do_refresh)
+        return stats._replace(data_gram=data_gram, b=b, logdet=refresh(data_gram, stats.lam)[1])
+    return advance(stats, data_gram, b, incremental, do_refresh)
 
 
 def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh

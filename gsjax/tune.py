@@ -486,13 +486,19 @@ class OCOTuning:
     :func:`_tune_oco` and ``benchmarks/gradients.py``): ``u0`` (``log eta_scale`` relative to
     the entry's), ``per_seed(u, keys)`` the run's total regret (loss regret + movement cost)
     per seed, ``keys`` / ``hkeys`` the tuning seeds ``0 .. S-1`` / held-out ``S .. S+H-1``, and
-    ``hard(keys, us)`` for many points at once. Build and call it under
-    ``jax.enable_x64(cfg.dtype == "float64")``."""
+    ``hard(keys, us)`` for many points at once. Build it from a loaded OCO config (or
+    :meth:`from_path`) and call it under ``jax.enable_x64(cfg.dtype == "float64")``."""
 
-    def __init__(self, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
-                 overrides=(), point=0):
+    @classmethod
+    def from_path(cls, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
+                  overrides=(), point=0) -> "OCOTuning":
+        """The config at ``path`` with ``overrides`` (and ``seeds``, ``horizon``) applied."""
+        return cls(load_oco_config(path, _sets(overrides, seeds, horizon)), names, heldout,
+                   algorithm, point)
+
+    def __init__(self, cfg, names, heldout=None, algorithm=None, point=0):
         _check_oco_names(names)
-        cfg = self.cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
+        self.cfg = cfg
         entry = self.entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
         T, S = self.T, self.S = cfg.horizons[0], cfg.seeds
         H = self.H = heldout or S
@@ -527,10 +533,9 @@ class OCOTuning:
 
 
 def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, point, log):
-    _check_oco_names(names)
     cfg = load_oco_config(path, _sets(overrides, seeds, horizon))
     with jax.enable_x64(cfg.dtype == "float64"):
-        ot = OCOTuning(path, names, seeds, heldout, horizon, algorithm, overrides, point)
+        ot = OCOTuning(cfg, names, heldout, algorithm, point)
         S, H, T, entry, keys = ot.S, ot.H, ot.T, ot.entry, ot.keys
 
         def f(u):

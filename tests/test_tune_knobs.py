@@ -10,6 +10,7 @@ smoothed objective (a cubic), Monte-Carlo central differences of the smoothed HA
 from __future__ import annotations
 
 import json
+from itertools import product
 
 import jax
 import jax.numpy as jnp
@@ -289,8 +290,6 @@ budget_exponents = [0.5, 0.8]
 
 def test_grid_points_is_the_largest_full_grid():
     lo, hi = np.array([0.0, -1.0]), np.array([1.0, 1.0])
-    from itertools import product
-
     g = _gradients().grid_points(lo, hi, 10)  # 3 x 3 <= 10 < 4 x 4
     want = [(a, b) for a, b in product([0.0, 0.5, 1.0], [-1.0, 0.0, 1.0])]
     assert sorted(map(tuple, g.tolist())) == sorted(want)
