@@ -42,7 +42,8 @@ from gsjax.config import (
     parse_config,
 )
 from gsjax.lcb import MAX_VERTEX_COORDS
-from gsjax.problem import Problem, Structure, feature_dim, make_problem, make_structure
+from gsjax.problem import (DRAW_AXES, Problem, Structure, feature_dim, make_problem,
+                           make_structure, seed_axes)
 from gsjax.results import flatten, mean_stderr, read_json, read_npz
 from gsjax.runner import (
     Records,
@@ -97,7 +98,8 @@ class Built(NamedTuple):
     cfg: ExperimentConfig
     scopes: graphs.Scopes
     structure: Structure
-    problem: Problem  # leading seed axis when theta is drawn per seed
+    problem: Problem  # per seed (theta drawn per seed): the draws lead with the seed axis, the
+    # structure's fields are shared (gsjax.problem.seed_axes / seed_rows read it)
     problem_per_seed: bool
     algorithms: tuple[BuiltAlgorithm, ...]
     dtype: object
@@ -273,7 +275,7 @@ def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
     call = jax.eval_shape if _SHAPES_ONLY.get() else (lambda f, x: jax.jit(f)(x))
     if th.per_seed and th.distribution != "explicit":
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(problem_key, seed_ids)
-        return call(jax.vmap(make), keys), True
+        return call(jax.vmap(make, out_axes=DRAW_AXES), keys), True
     return call(make, problem_key), False
 
 
@@ -540,7 +542,9 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
         record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
                                      move_cost)[1])
         carries.append(carry)
-    per_seed, shared = (one.problem, None) if one.problem_per_seed else (None, one.problem)
+    axes = seed_axes(one.problem, one.problem_per_seed) or [None] * len(one.problem)
+    per_seed = [v for v, ax in zip(one.problem, axes) if ax is not None]
+    shared = [v for v, ax in zip(one.problem, axes) if ax is None]
     return memory_estimate((max(carries, key=_nbytes), per_seed), record,
                            cfg.horizon // cfg.record_every, cfg.seeds, shared)
 
@@ -700,8 +704,12 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     cfg = result.built.cfg
     out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
     out["seed_ids"] = np.asarray(result.seed_ids)
-    out.update({f"problem/{f}": np.asarray(getattr(result.built.problem, f))
-                for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask")})
+    problem, per_seed = result.built.problem, result.built.problem_per_seed
+    axes = seed_axes(problem, per_seed) or problem  # per seed: shared fields repeated per seed
+    for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask"):
+        x = np.asarray(getattr(problem, f))
+        shared = per_seed and getattr(axes, f) is None
+        out[f"problem/{f}"] = np.broadcast_to(x, (len(result.seed_ids), *x.shape)) if shared else x
     if cfg.grid:
         points = grid_points(cfg)
         out["grid/names"] = np.asarray([name for name, _ in cfg.grid])

@@ -59,6 +59,7 @@ from gsjax.problem import (
     _feature_mask,
     assemble_problem,
     draw_arrays,
+    seed_rows,
     feature_dim,
     feature_norm_sq_bound,
     make_structure,
@@ -287,10 +288,10 @@ class FactorEnv(Environment):
         return jnp.einsum("kjf,kja->kfa", onehot, psi).reshape(structure.num_criteria, -1)
 
     def describe(self, problem) -> dict:
-        first = (lambda a: np.asarray(a)[0]) if np.ndim(problem.loss_star) else np.asarray
+        one = seed_rows(problem, 0, bool(np.ndim(problem.loss_star)))  # seed 0's, when per seed
         return {"factor": {**dataclasses.asdict(self.spec),
-                           "d_eff": int(first(problem.env_data.factor_feat_mask).sum()),
-                           "nodewise_dims": int(first(problem.feat_mask).sum())}}
+                           "d_eff": int(np.sum(one.env_data.factor_feat_mask)),
+                           "nodewise_dims": int(np.sum(one.feat_mask))}}
 
 
 def joint_theta(problem: Problem) -> jax.Array:

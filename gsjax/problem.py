@@ -50,6 +50,9 @@ __all__ = [
     "THETA_DISTRIBUTIONS",
     "Structure",
     "Problem",
+    "DRAW_AXES",
+    "seed_axes",
+    "seed_rows",
     "Feedback",
     "Environment",
     "LinearModel",
@@ -118,6 +121,43 @@ class Problem(NamedTuple):
     def dtype(self):
         """The problem's float dtype (that of ``s0``), which every algorithm state uses."""
         return self.s0.dtype
+
+
+#: Dimensions of each array field of ONE seed's :class:`Problem`. A problem drawn per seed has a
+#: leading seed axis on some fields (:func:`seed_axes` reads which from the shapes); an
+#: environment's own ``env_data`` is seed-first whenever the problem is per seed.
+_SEED_NDIM = {"scopes": 2, "scope_mask": 2, "feat_mask": 2, "theta": 2, "s0": 1, "s_star": 1,
+              "loss_star": 0, "s_star_residual": 0, "noise_sigma": 1, "rff_omega": 3,
+              "rff_phase": 2}
+
+#: ``out_axes`` of a ``vmap`` that draws one problem per seed: the structure's and the config's
+#: fields (scopes, masks, ``s0``, ``sigma``) are kept once, shared by every seed (a vmapped draw
+#: that made one of them depend on its key raises); the draws get a leading seed axis. Shared
+#: fields keep the round's gathers static (a per-seed ``scopes`` made the Section 7.2 sweep
+#: 1.27x slower, ``benchmarks/run.py``).
+DRAW_AXES = Problem(scopes=None, scope_mask=None, feat_mask=None, theta=0, s0=None, s_star=0,
+                    loss_star=0, s_star_residual=0, noise_sigma=None, rff_omega=0, rff_phase=0,
+                    env_data=0)
+
+
+def seed_axes(problem: Problem, per_seed: bool = True):
+    """``vmap`` axes of ``problem`` over seeds: ``None`` when not ``per_seed`` (one problem
+    shared), else a :class:`Problem` of ``0`` on the fields with a leading seed axis and
+    ``None`` on those kept once (shapes or arrays)."""
+    if not per_seed:
+        return None
+    return Problem(*(
+        None if v is None else 0 if f == "env_data" or len(v.shape) > _SEED_NDIM[f] else None
+        for f, v in zip(Problem._fields, problem)))
+
+
+def seed_rows(problem: Problem, index, per_seed: bool = True) -> Problem:
+    """The problem of the seeds ``index`` (an integer or an index array) of a ``per_seed``
+    problem: its per-seed fields indexed, the shared ones as they are."""
+    if not per_seed:
+        return problem
+    return Problem(*(v if ax is None else jax.tree_util.tree_map(lambda a: a[index], v)
+                     for v, ax in zip(problem, seed_axes(problem))))
 
 
 class Feedback(NamedTuple):

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from gsjax import algorithms, runner
 from gsjax.algorithms.base import AgentSpec
 from gsjax.algorithms.decisions import RelaxParams, relax_params, soft
-from gsjax.problem import Structure
+from gsjax.problem import Structure, seed_axes
 
 __all__ = ["RelaxParams", "relax_params", "default_block", "make_objective"]
 
@@ -88,7 +88,6 @@ def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: in
     block = default_block(span) if block is None else block
     if span % block:
         raise ValueError(f"block {block} does not divide {span}")
-    pax = 0 if problem_per_seed else None
 
     def one(seed_key, problem, params, relax, move_cost):
         algo = algorithms.make(name, structure, spec, soft(relax))
@@ -113,6 +112,7 @@ def make_objective(name: str, structure: Structure, spec: AgentSpec, horizon: in
         return carry.totals
 
     def objective(params, relax, seed_keys, problem, move_cost):
+        pax = seed_axes(problem, problem_per_seed)
         tot = jax.vmap(one, in_axes=(0, pax, None, None, None))(
             seed_keys, problem, params, relax, move_cost)
         return jnp.mean(tot.prediction_regret + tot.movement_cost), tot

@@ -43,7 +43,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from gsjax import distributed
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
-from gsjax.problem import Problem, Structure, observe, round_draws
+from gsjax.problem import Problem, Structure, observe, round_draws, seed_axes, seed_rows
 
 __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
@@ -264,7 +264,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
         s_out, r_out = carry
         idx = jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
         gidx = jnp.minimum(idx, num - 1)  # padding entries read a real row, then are dropped
-        prob = take(problem, gidx) if pax == 0 else problem
+        prob = problem if pax is None else seed_rows(problem, gidx)
         s_b, r_b = solve(keys[gidx], take(states, gidx), take(requests, gidx), params, prob)
         s_out = s_out.at[idx].set(s_b, mode="drop")
         r_out = r_out.at[idx].set(r_b, mode="drop")
@@ -341,7 +341,7 @@ def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorit
     chunks inside: not reverse-mode differentiable (use :func:`advance` for gradients).
     Records are seed-first, ``(S, R, ...)``, as ``vmap(advance)``'s.
     """
-    pax = 0 if problem_per_seed else None
+    pax = seed_axes(problem, problem_per_seed)
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
     carry, records = scan_blocks(round_, _record, carry, num_rounds, record_every, t0)
     return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
@@ -435,9 +435,11 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
     """
     check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
     check_rounds(record_every, "record_every", "make_chunked")
-    pax = 0 if problem_per_seed else None
-    init = jax.vmap(lambda key, prob, prm: init_carry(key, algo, structure, prob, prm),
-                    in_axes=(0, pax, None))
+
+    def init(keys, problem, params):
+        return jax.vmap(lambda key, prob: init_carry(key, algo, structure, prob, params),
+                        in_axes=(0, seed_axes(problem, problem_per_seed)))(keys, problem)
+
     if compact:
 
         def chunk(carry, t0, keys, problem, params, move_cost):
@@ -447,12 +449,13 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
             )
 
     else:
-        chunk = jax.vmap(
-            lambda c, t0, key, prob, prm, mc: advance(
-                c, t0, key, algo, structure, prob, prm, mc, chunk_rounds, record_every
-            ),
-            in_axes=(0, None, 0, pax, None, None),
-        )
+
+        def chunk(carry, t0, keys, problem, params, move_cost):
+            return jax.vmap(
+                lambda c, key, prob: advance(c, t0, key, algo, structure, prob, params,
+                                             move_cost, chunk_rounds, record_every),
+                in_axes=(0, 0, seed_axes(problem, problem_per_seed)),
+            )(carry, keys, problem)
     if grid:
         init = jax.vmap(init, in_axes=(None, None, 0))
         chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0))
@@ -514,16 +517,15 @@ def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
     if target > num:
         fill = jnp.full((target - num,), seed_ids[0], jnp.uint32)
         seed_ids = jnp.concatenate([seed_ids, fill])
-        if problem_per_seed:
-            problem = jax.tree_util.tree_map(
-                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], target - num, axis=0)]), problem
-            )
+        rows = jnp.concatenate([jnp.arange(num), jnp.zeros((target - num,), int)])
+        problem = seed_rows(problem, rows, problem_per_seed)
     keys = seed_keys(root_key, seed_ids)
-    if shard:  # the seed axis split over the devices; a shared problem replicated
-        by_seed = _by_seed(PartitionSpec("seeds"))
+    if shard:  # the seed axis split over the devices; a shared problem (field) replicated
+        by_seed, replicated = _by_seed(PartitionSpec("seeds")), _by_seed(PartitionSpec())
         keys = distributed.place(keys, by_seed)
-        problem = distributed.place(problem, by_seed if problem_per_seed else
-                                 _by_seed(PartitionSpec()))
+        problem = distributed.place(problem, Problem(*(
+            jax.tree_util.tree_map(lambda _: replicated if ax is None else by_seed, v)
+            for v, ax in zip(problem, seed_axes(problem)))) if problem_per_seed else replicated)
     return SeedBatch(seed_ids, keys, problem, num, bool(shard))
 
 
@@ -615,17 +617,28 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, *chunk_args).compile(
         compiler_options())
     t3 = time.perf_counter()
-    for begin in range(done, horizon, chunk_rounds):
-        carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
-        rec = jax.block_until_ready(rec)
+
+    def finish(carry, rec, rounds):  # a finished chunk's host work
+        nonlocal pieces
         _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
         pieces.append(distributed.host(rec))
         if on_chunk is not None:
             pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
-            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), begin + chunk_rounds,
-                     pieces[0])
+            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[0])
         if progress is not None:
-            progress(begin + chunk_rounds, horizon)
+            progress(rounds, horizon)
+
+    # Pipelined: chunk i + 1 is dispatched (JAX runs it asynchronously) before chunk i's host
+    # work, so that work overlaps the computation instead of stalling it. A chunk whose
+    # feedback is not finite still raises before its checkpoint is written.
+    finished = None
+    for begin in range(done, horizon, chunk_rounds):
+        carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
+        if finished is not None:
+            finish(*finished)
+        finished = (carry, rec, begin + chunk_rounds)
+    if finished is not None:
+        finish(*finished)
     carry = jax.block_until_ready(carry)
     t4 = time.perf_counter()
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
@@ -668,7 +681,7 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
         lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress,
     )
     totals = distributed.host(carry.totals)
-    describe = jax.vmap(algo.describe, in_axes=(0, 0 if problem_per_seed else None))
+    describe = jax.vmap(algo.describe, in_axes=(0, seed_axes(batch.problem, problem_per_seed)))
     if grid:
         describe = jax.vmap(describe, in_axes=(0, None))
     final = distributed.host(jit(describe)(carry.state, batch.problem)) or None

@@ -57,6 +57,7 @@ from gsjax.oco import algorithms as algs
 from gsjax.oco.config import config_kind, load_oco_config
 from gsjax.oco.experiment import build_problem, entry_params
 from gsjax.oco.runner import run_seed
+from gsjax.problem import seed_axes
 
 __all__ = ["TUNABLE", "tune", "add_parser"]
 
@@ -337,7 +338,7 @@ class BanditTuning:
         ba, T = self.ba, self.T
         fn = self._hard_fns.get(id(b))
         if fn is None:
-            pax = 0 if b.problem_per_seed else None
+            per_seed = b.problem_per_seed
 
             def one(key, prob, params):
                 _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost,
@@ -346,6 +347,7 @@ class BanditTuning:
 
             def grid(keys, prob, ustack):
                 params = jax.vmap(self.to_params)(ustack)
+                pax = seed_axes(prob, per_seed)
                 return jax.vmap(jax.vmap(one, in_axes=(0, pax, None)),
                                 in_axes=(None, None, 0))(keys, prob, params)
 

@@ -63,7 +63,7 @@ from gsjax.oco.config import (
     oco_config_to_dict,
     parse_oco_config,
 )
-from gsjax.problem import Feedback, all_features
+from gsjax.problem import Feedback, all_features, seed_rows
 from gsjax.results import remove_orphan_tmps, write_npz
 
 __all__ = ["Tuner", "OGDTuner", "TunerError", "STATE_VERSION", "open_config", "load"]
@@ -353,9 +353,7 @@ class Tuner(_Learner):
         cfg_one = parse_config(dict(config_to_dict(cfg), seeds=1))
         built = _cached(config_hash(cfg_one), lambda: experiment.build(cfg_one))
         entry = next(b for b in built.algorithms if b.name == algorithm)
-        problem = built.problem
-        if built.problem_per_seed:
-            problem = jax.tree_util.tree_map(lambda a: a[0], problem)
+        problem = seed_rows(built.problem, 0, built.problem_per_seed)
         # No ground truth: the learner never reads theta*, s* or L(s*); blank them.
         problem = problem._replace(theta=jnp.zeros_like(problem.theta),
                                    s_star=jnp.full_like(problem.s_star, jnp.nan),

@@ -73,3 +73,45 @@ def test_linucb_always_solves_and_matches(make_params):
     ref, got = _both("linucb", structure, prob, params, spec, buffer=4)
     np.testing.assert_array_equal(ref.records.action, got.records.action)
     assert np.all(got.totals.reoptimisations == T)
+
+
+def test_problem_per_seed_shared_fields(make_params):
+    """A per-seed problem drawn with :data:`gsjax.problem.DRAW_AXES` keeps the structure's
+    fields once; its sweeps (compacted and not) equal those of the same problems with every
+    field repeated per seed, bit for bit, and its rows are the single-seed draws."""
+    structure, _, params, spec = _setup(make_params, jnp.float32, "vertex", graph=False)
+    keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(1), jnp.arange(S))
+    scopes = graphs.block_scopes(4, 2)
+    draw = lambda k: P.make_problem(k, structure, scopes, noise_sigma=0.4)  # noqa: E731
+    full = jax.vmap(draw)(keys)
+    split = jax.vmap(draw, out_axes=P.DRAW_AXES)(keys)
+    assert split.scopes.shape == (4, 2) and split.theta.shape[0] == S
+    axes = P.seed_axes(split)
+    assert (axes.scopes, axes.s0, axes.theta, axes.loss_star) == (None, None, 0, 0)
+    assert all(a == 0 for a in P.seed_axes(full) if a is not None)
+    one = P.seed_rows(split, 3)
+    for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(draw(keys[3]))):
+        np.testing.assert_array_equal(a, b)
+    for compact in (False, True):
+        algo = make("async_lazy", structure, spec)
+        args = (jax.random.key(9), np.arange(S), algo, structure)
+        rest = (params, 0.3, T, 1, True)
+        ref = runner.sweep(*args, full, *rest, compact=compact, buffer=3)
+        got = runner.sweep(*args, split, *rest, compact=compact, buffer=3)
+        for a, b in zip(jax.tree.leaves((ref.totals, ref.records)),
+                        jax.tree.leaves((got.totals, got.records))):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_draw_axes_refuse_a_drawn_shared_field():
+    """``DRAW_AXES`` keeps ``s0`` shared: a draw whose ``s0`` depends on its key is refused."""
+    scopes = graphs.block_scopes(2, 2)
+    structure = P.make_structure(scopes, "linear", "independent")
+
+    def draw(k):
+        p = P.make_problem(k, structure, scopes)
+        return p._replace(s0=jax.random.uniform(k, p.s0.shape))
+
+    keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(1), jnp.arange(3))
+    with pytest.raises(ValueError, match="out_axes"):
+        jax.vmap(draw, out_axes=P.DRAW_AXES)(keys)

@@ -16,6 +16,7 @@ import pytest
 
 from gsjax import cli, experiment, lcb, linalg, relaxed, runner
 from gsjax.config import ConfigError, parse_config
+from gsjax.problem import seed_axes, seed_rows
 
 TINY = {
     "name": "relaxed_tiny", "seeds": 3, "horizon": 40, "dtype": "float64",
@@ -127,7 +128,8 @@ def _zero_temperature_equals_hard(raw, only=None):
             if known if only is None else ba.name != only:
                 continue
             hard = jax.vmap(lambda k, p: runner.run(k, ba.algo, b.structure, p, ba.params,
-                                                    ba.move_cost, 40)[1])(keys, b.problem)
+                                                    ba.move_cost, 40)[1],
+                            in_axes=(0, seed_axes(b.problem)))(keys, b.problem)
             obj = jax.jit(relaxed.make_objective(ba.kind, b.structure, ba.spec, 40, True))
             gaps = []
             for tau in (0.3, 1e-7):
@@ -163,7 +165,7 @@ def test_soft_vertex_limits(x64):
     """tau -> 0: the exact solver's answer, ties (a symmetric theta_hat) included; large tau:
     the uniform average of the vertices."""
     b = experiment.build(parse_config(TINY))
-    prob = jax.tree_util.tree_map(lambda a: a[0], b.problem)
+    prob = seed_rows(b.problem, 0)
     rng = np.random.default_rng(0)
     stats = jax.vmap(lambda lam: linalg.init(lam, 2, jnp.float64))(jnp.array([0.3, 1.0]))
     ones = jnp.ones((2, 2))
@@ -194,7 +196,7 @@ def test_checkpointing_bounds_gradient_memory(built):
     ba = _entry(built, "lazy")
     with jax.enable_x64(True):
         keys = runner.seed_keys(jax.random.key(0), jnp.arange(1))
-        prob = jax.tree_util.tree_map(lambda a: a[:1], built.problem)
+        prob = seed_rows(built.problem, slice(0, 1))
 
         def temp(T, ck):
             obj = relaxed.make_objective("lazy", built.structure, ba.spec, T, True, checkpoint=ck)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from gsjax import cli, es, runner
+from gsjax.problem import seed_rows
 from gsjax.tune import BanditTuning, _temperatures
 
 TOML = """
@@ -210,7 +211,7 @@ def test_es_cli_reports_per_criterion_and_scores_hard(tmp_path, cfg_path):
         tots = []
         for sid in (2, 3):
             held = bt.held
-            prob = jax.tree_util.tree_map(lambda a: a[sid - 2], held.problem)
+            prob = seed_rows(held.problem, sid - 2)
             _, tot, _ = runner.run(jax.random.fold_in(bt.root, sid), bt.ba.algo,
                                    held.structure, prob, p, bt.ba.move_cost, 20, 20)
             tots.append(float(tot.prediction_regret + tot.movement_cost))

@@ -40,6 +40,7 @@ from gsjax.config import find_config, load_config
 from gsjax.experiment import build, run_config
 from gsjax.paper._common import copy_outputs, script_section
 from gsjax.plotting import _plt, _save
+from gsjax.problem import seed_axes
 from gsjax.results import read_npz, write_json, write_text
 
 __all__ = ["recovery_grid", "approx_recovery", "regret_runs", "tables", "plot", "run_all",
@@ -74,7 +75,8 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
         cfg = load_config(path, [*overrides, f"problem.theta.scale={gamma}", f"seeds={seeds}"])
         built = build(cfg)
         ba = next(b for b in built.algorithms if b.name == entry.name)
-        truth = np.asarray(jax.vmap(A.true_slots)(built.problem))
+        pax = seed_axes(built.problem, built.problem_per_seed)
+        truth = np.asarray(jax.vmap(A.true_slots, in_axes=(pax,))(built.problem))
         sizes = built.scopes.mask.sum(axis=1)
         n = built.structure.num_coords
         edges = int(np.sum(sizes - 1))
@@ -85,7 +87,8 @@ def recovery_grid(path, overrides=(), log=print) -> dict:
             spec = dataclasses.replace(ba.spec, warmup=tau, signal_gamma=gamma, refined="lazy")
             algo = A.make(built.structure, spec)
             f = runner.jit(jax.vmap(lambda key, prob: runner.run(
-                key, algo, built.structure, prob, ba.params, ba.move_cost, tau, tau)[0].graph))
+                key, algo, built.structure, prob, ba.params, ba.move_cost, tau, tau)[0].graph,
+                in_axes=(0, pax)))
             t0 = time.perf_counter()
             kept = np.asarray(f(keys, built.problem))
             secs = time.perf_counter() - t0
