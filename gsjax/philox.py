@@ -104,8 +104,8 @@ def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32
     so that XLA computes it once, in this array's own layout, and keeps the result: otherwise it
     fuses ``erfinv`` into every consumer (in the round, twice per normal, in the seed-first
     layout of the statistics, where the CPU loop does not vectorise). Same numbers bit for bit;
-    the Section 7.2 lazy sweep 1.27x faster (``benchmarks/run.py``). ``optimization_barrier``
-    does not do this on CPU: XLA drops it before fusing.
+    the Section 7.2 sweeps 1.2-1.9x faster (``python benchmarks/ab_round.py --change noise``).
+    ``optimization_barrier`` does not do this on CPU: XLA drops it before fusing.
     """
     u = uniforms(root, seed_id, round_, num, stream, precision)
 

@@ -1,0 +1,135 @@
+"""One change to the round at a time, A/B: the same gsjax sweep before and after it.
+
+    python benchmarks/ab_round.py --change noise --kind lazy     # section7_2, S = 1024, T = 400
+    python benchmarks/ab_round.py --change problem --kind linucb --repeats 9
+    python benchmarks/ab_round.py --change inverse --kind async_lazy
+
+Each change rebuilds the program as it was before it (A) beside gsjax's (B); outputs are checked
+equal bit for bit, then the calls are alternated repetition by repetition in this process
+(A B B A ...), compile apart; medians of wall and process CPU time.
+
+* ``inverse`` (2026-12-02): ridge statistics refreshed every round keep no ``V^{-1}`` in the
+  round-to-round state (:func:`gsjax.linalg.inverse` recomputes it where the solver reads it);
+  A patches :func:`gsjax.algorithms.kernel.ridge_init` to carry it.
+* ``noise`` (2026-12-02): :func:`gsjax.philox.normals` computes ``erfinv`` once, in a one-trip
+  ``while_loop``; A is the plain transform, which XLA fuses into every consumer.
+* ``problem`` (2026-12-02): a problem drawn per seed keeps the structure's fields once
+  (:data:`gsjax.problem.DRAW_AXES`); A repeats every field per seed, as drawn before. This one
+  runs the built ``configs/section7_2.toml`` (theta drawn per seed), the others the workload of
+  ``benchmarks/workloads.py`` (one theta).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", False)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import workloads as W  # noqa: E402
+from gsjax import config, experiment, philox, runner  # noqa: E402
+from gsjax.algorithms import AgentSpec, kernel, make  # noqa: E402
+from gsjax.problem import seed_rows  # noqa: E402
+
+
+def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
+    u = philox.uniforms(root, seed_id, round_, num, stream, precision)
+    return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+
+def _patched(change: str):
+    """``(module, name, replacement)`` that rebuilds the program before ``change``."""
+    if change == "inverse":
+        real = kernel.ridge_init
+        return kernel, "ridge_init", lambda params, problem, d, carry_inverse=True: real(
+            params, problem, d, True)
+    return philox, "normals", _plain_normals
+
+
+def _workload(change: str, kind: str, seeds: int):
+    """``(structure, algo factory, problem, per_seed, params, move_cost)``."""
+    if change != "problem":
+        w = W.section7_2()
+        return (w["structure"], lambda: make(kind, w["structure"], AgentSpec(**w["spec"])),
+                w["problem"], False, W.params(w), jnp.float32(w["move_cost"]))
+    cfg = dataclasses.replace(config.load_config("section7_2"), seeds=seeds)
+    b = experiment.build(cfg)
+    ba = next(a for a in b.algorithms if a.name == kind)
+    return (b.structure, lambda: ba.algo, b.problem, True, ba.params,
+            jnp.asarray(ba.move_cost, b.dtype))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--change", choices=("inverse", "noise", "problem"), default="noise")
+    ap.add_argument("--kind", default="lazy")
+    ap.add_argument("--seeds", type=int, default=1024)
+    ap.add_argument("--horizon", type=int, default=400)
+    ap.add_argument("--repeats", type=int, default=9)
+    args = ap.parse_args(argv)
+    S, T = args.seeds, args.horizon
+    structure, algo, problem, per_seed, p, mc = _workload(args.change, args.kind, S)
+    keys = runner.seed_keys(jax.random.key(0), jnp.arange(S, dtype=jnp.uint32))
+
+    def build(before: bool):
+        prob = problem
+        if before and args.change == "problem":  # every field with the seed axis
+            prob = seed_rows(problem, np.zeros(S, int))._replace(
+                **{f: getattr(problem, f) for f in ("theta", "s_star", "loss_star",
+                                                   "s_star_residual", "rff_omega", "rff_phase")})
+        patch = _patched(args.change) if before and args.change != "problem" else None
+        real = patch and getattr(patch[0], patch[1])
+        if patch:
+            setattr(patch[0], patch[1], patch[2])
+        try:
+            a = algo()
+            fn = runner.make_sweep(a, structure, T, record_every=T, compact=not a.always_solves,
+                                   buffer=max(2, S // 16), problem_per_seed=per_seed)
+            compiled = fn.lower(keys, prob, p, mc).compile(runner.compiler_options())
+            return lambda: jax.block_until_ready(compiled(keys, prob, p, mc))
+        finally:
+            if patch:
+                setattr(patch[0], patch[1], real)
+
+    calls = {"before": build(True), f"{args.change} (gsjax)": build(False)}
+    outs = [jax.tree.leaves(c()) for c in calls.values()]
+    if not all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(*outs)):
+        print("outputs differ")
+        return 1
+    wall = {n: [] for n in calls}
+    cpu = {n: [] for n in calls}
+    order = list(calls)
+    for r in range(args.repeats):
+        for n in (order if r % 2 == 0 else order[::-1]):
+            t0, c0 = time.perf_counter(), time.process_time()
+            calls[n]()
+            wall[n].append(time.perf_counter() - t0)
+            cpu[n].append(time.process_time() - c0)
+    a, b = order
+    med = statistics.median
+    print(f"section7_2 {args.kind}, change {args.change}, S = {S}, T = {T}, {args.repeats} "
+          "repetitions alternated, medians; outputs equal bit for bit")
+    print("| variant | wall s | CPU s |")
+    print("|---|---|---|")
+    for n in order:
+        print(f"| {n} | {med(wall[n]):.4f} | {med(cpu[n]):.4f} |")
+    print(f"speed-up: {med(wall[a]) / med(wall[b]):.2f}x wall, "
+          f"{med(cpu[a]) / med(cpu[b]):.2f}x CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
