@@ -116,6 +116,177 @@ def _elimination(adj: list[set], ordered: bool, max_table: int):
     return order, seps
 
 
+# ---- the level-parallel plan: many eliminations at once (exact_ties=False) ----
+
+LEVEL_COST = 2 ** 12  # the cost of one level in table entries, for choosing the degree bound
+LEVEL_SLACK = 4  # degree bounds tried: the sequential min-fill width .. + LEVEL_SLACK
+
+
+def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=None):
+    """Greedy levels: each level takes, in min-fill order (ties: fewer neighbours, then the
+    lower index), every variable of current degree <= ``bound`` none of whose neighbours the
+    level holds already (an independent set of the filled graph, so its eliminations commute);
+    a level with no such variable takes the min-fill variable alone. Returns the levels and the
+    separators (``None`` past ``max_levels`` levels); a separator over ``max_table`` raises
+    :class:`TooWide`."""
+    adj = [set(a) for a in adj]
+    n = len(adj)
+    max_width = max_table.bit_length() - 2
+    gone = [False] * n
+    version = [0] * n
+    heap = []
+
+    def push(v):
+        version[v] += 1
+        deg = len(adj[v])
+        fill = n * n if deg > max_width else _fill(adj, v)
+        heapq.heappush(heap, (deg > bound, fill, deg, v, version[v]))
+
+    for v in range(n):
+        push(v)
+    levels, seps, left = [], [None] * n, n
+    while left:
+        picked, blocked, aside = [], set(), []
+        while heap:
+            entry = heapq.heappop(heap)
+            wide, _, deg, v, ver = entry
+            if gone[v] or ver != version[v]:
+                continue
+            if wide and picked:
+                aside.append(entry)
+                break
+            if v in blocked:
+                aside.append(entry)
+                continue
+            if deg > max_width:
+                raise TooWide(deg, max_table)
+            picked.append(v)
+            blocked |= adj[v]
+            if wide:
+                break
+        for entry in aside:
+            heapq.heappush(heap, entry)
+        touched = set()
+        for v in picked:  # independent: no elimination of the level changes another's separator
+            nb = sorted(adj[v])
+            seps[v], gone[v] = nb, True
+            for a in nb:
+                adj[a].discard(v)
+                adj[a].update(b for b in nb if b != a)
+            touched.update(nb)
+        for a in list(touched):
+            touched |= adj[a]
+        for u in touched:
+            if not gone[u]:
+                push(u)
+        levels.append(sorted(picked))
+        left -= len(picked)
+        if max_levels is not None and left and len(levels) >= max_levels:
+            return None
+    return levels, seps
+
+
+def max_levels(n: int) -> int:
+    """The most levels :func:`make_plan` unrolls by default, ``4 log2(n) + 16``: a graph
+    that does not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels of two variables)
+    keeps the sequential ``lax.scan``."""
+    return int(4 * np.log2(max(n, 2))) + 16
+
+
+def _levels(adj: list[set], max_table: int, most=None):
+    """The level elimination of the cheapest degree bound: ``LEVEL_COST`` per level plus the
+    entries of its bucket tables (each level padded to its widest), over the bounds from the
+    sequential min-fill width up by ``LEVEL_SLACK`` (within the cap); ``TooWide`` when none
+    fits; ``None`` when every bound needs more than ``most`` levels."""
+    w_seq = _limits(_elimination(adj, False, max_table)[1]).width
+    max_width = max_table.bit_length() - 2
+    best, err = None, None
+    for bound in range(w_seq, min(w_seq + LEVEL_SLACK, max_width) + 1):
+        try:
+            found = _level_elimination(adj, bound, max_table, most)
+        except TooWide as e:
+            err = e
+            continue
+        if found is None:
+            continue
+        levels, seps = found
+        cost = sum(LEVEL_COST + len(lv) * 2 ** (1 + max(len(seps[v]) for v in lv))
+                   for lv in levels)
+        if best is None or cost < best[0]:
+            best = (cost, levels, seps)
+    if best is None:
+        if err is not None and most is None:
+            raise err
+        return None
+    return best[1], best[2]
+
+
+def _bit_index(bits, slots, width):
+    """``sum_s bits[:, slots[..., s]] << s``: for each bucket assignment (rows of ``bits``,
+    whose last column is the zero padding slot), the entry of a table over ``slots``."""
+    out = np.zeros(slots.shape[:-1] + (bits.shape[0],), np.int32)
+    for s in range(width):
+        out += np.moveaxis(bits[:, slots[..., s]], 0, -1) << s
+    return out
+
+
+class _Level(NamedTuple):
+    start: int  # first message row (elimination position) of the level
+    width: int  # its widest separator: buckets of 2^(width + 1) entries
+    crit: np.ndarray  # (L, Ck) criteria of each bucket (k: a zero row)
+    term: np.ndarray  # (L, Ck, 2^(width+1)) bucket assignment -> criterion-table entry
+    child: np.ndarray  # (L, C) message rows of the children (n: a zero row)
+    msg: np.ndarray  # (L, C, 2^(width+1)) bucket assignment -> message entry
+    sep: np.ndarray  # (L, width) separator positions (n: a zero bit)
+
+
+def _level_arrays(levels, seps, index, mask, n, k):
+    position = np.empty(n, np.int32)
+    level_of = np.empty(n, np.int32)
+    p = 0
+    for l, lv in enumerate(levels):
+        position[lv] = np.arange(p, p + len(lv))
+        level_of[lv] = l
+        p += len(lv)
+    parent = {v: min(s, key=level_of.__getitem__) for v, s in enumerate(seps) if s}
+    children = [[] for _ in range(n)]
+    for c, par in sorted(parent.items(), key=lambda cp: position[cp[0]]):
+        children[par].append(c)
+    bucket_crits = [[] for _ in range(n)]
+    for i in range(k):
+        real = [int(c) for c in index[i][mask[i]]]
+        bucket_crits[min(real, key=level_of.__getitem__)].append(i)
+    out, start = [], 0
+    for lv in levels:
+        w = max(len(seps[v]) for v in lv)
+        pad = w + 1  # the padding slot: column w + 1 of the bit table, always 0
+        bits = np.concatenate([bit_table(w + 1), np.zeros((2 ** (w + 1), 1), np.int32)], 1)
+        L = len(lv)
+        slot = [{c: s for s, c in enumerate([v, *seps[v]])} for v in lv]
+        ck = max(1, max(len(bucket_crits[v]) for v in lv))
+        crit = np.full((L, ck), k, np.int32)
+        cslots = np.full((L, ck, index.shape[1]), pad, np.int32)
+        nc = max(1, max(len(children[v]) for v in lv))
+        child = np.full((L, nc), n, np.int32)
+        mslots = np.full((L, nc, w + 1), pad, np.int32)  # a child's separator: <= w + 1
+        sep = np.full((L, w), n, np.int32)
+        for r, v in enumerate(lv):
+            for j, i in enumerate(bucket_crits[v]):
+                crit[r, j] = i
+                for t in range(index.shape[1]):
+                    if mask[i, t]:
+                        cslots[r, j, t] = slot[r][int(index[i, t])]
+            for j, c in enumerate(children[v]):
+                child[r, j] = position[c]
+                for t, u in enumerate(seps[c]):
+                    mslots[r, j, t] = slot[r][u]
+            sep[r, :len(seps[v])] = position[seps[v]]
+        out.append(_Level(start, w, crit, _bit_index(bits, cslots, index.shape[1]), child,
+                          _bit_index(bits, mslots, w + 1), sep))
+        start += L
+    return out, position
+
+
 class Limits(NamedTuple):
     """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
     ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets, one
@@ -131,11 +302,29 @@ def _limits(seps) -> Limits:
     return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
 
 
-def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
-           ) -> Limits:
+def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True,
+           levels: bool | None = None) -> Limits:
     """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
-    building the plan; :class:`TooWide` when the tables would exceed ``max_table``."""
-    return _limits(_elimination(_interaction(scopes), exact_ties, _check_cap(max_table))[1])
+    building the plan (the width of the order :func:`make_plan` would use, levels or not);
+    :class:`TooWide` when the tables would exceed ``max_table``."""
+    return _limits(_order(_interaction(scopes), _check_cap(max_table), exact_ties,
+                          levels)[2])
+
+
+def _order(adj, max_table: int, exact_ties: bool, levels):
+    """``(levels or None, order, separators)`` of the elimination :func:`make_plan` uses."""
+    if levels is not None and not isinstance(levels, (bool, np.bool_)):
+        raise ValueError(f"dp: levels: must be true, false or None; got {levels!r}")
+    if levels and exact_ties:
+        raise ValueError("dp: levels=True needs exact_ties=False: the vertex enumerator's "
+                         "tie rule assigns the coordinates one at a time, in decreasing index")
+    if levels or (levels is None and not exact_ties):
+        # auto: at most max_levels(n) levels within the cap, else the sequential order
+        found = _levels(adj, max_table, None if levels else max_levels(len(adj)))
+        if found is not None:
+            return found[0], [v for level in found[0] for v in level], found[1]
+    order, seps = _elimination(adj, exact_ties, max_table)
+    return None, order, seps
 
 
 def _check_cap(max_table) -> int:
@@ -151,13 +340,25 @@ class Plan:
     Equal (and hashable) by its scopes and cap, so an :class:`~gsjax.algorithms.AgentSpec`
     holding it stays a usable static value."""
 
-    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True):
+    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True,
+                 levels: bool | None = False):
         index = np.asarray(scopes.index, np.int32)
         mask = np.asarray(scopes.mask, bool)
         n, (k, m) = int(scopes.num_coords), index.shape
-        order, seps = _elimination(_interaction(scopes), exact_ties, max_table)
+        lv, order, seps = _order(_interaction(scopes), max_table, exact_ties, levels)
         self.limits = _limits(seps)
         w = self.limits.width
+        self.num_coords, self.num_criteria, self.scope_size = n, k, m
+        self.width, self.max_table = w, int(max_table)
+        self.index, self.mask = index, mask
+        self.exact_ties = bool(exact_ties)
+        self.order = np.asarray(order, np.int32)
+        self.levels = None if lv is None else [np.asarray(level, np.int32) for level in lv]
+        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
+                     self.exact_ties, self.levels is not None)
+        if self.levels is not None:
+            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k)
+            return
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
         clique = np.full((n, slots), n, np.int32)  # slot 0: v; then sep(v); padding: n
@@ -187,16 +388,9 @@ class Plan:
         crit = np.full((n, max(1, max(len(p) for p in per))), k, np.int32)  # k: a zero row
         for v, p in enumerate(per):
             crit[v, :len(p)] = p
-        self.num_coords, self.num_criteria, self.scope_size = n, k, m
-        self.width, self.max_table = w, int(max_table)
-        self.index, self.mask = index, mask
-        self.order = np.asarray(order, np.int32)
         self.clique, self.parent, self.msg, self.term, self.crit = clique, parent, msg, term, crit
         # back-tracking: decreasing index (the tie rule), else the reverse elimination order
         self.backtrack = np.arange(n - 1, -1, -1) if exact_ties else self.order[::-1].copy()
-        self.exact_ties = bool(exact_ties)
-        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
-                     self.exact_ties)
 
     def __eq__(self, other):
         return isinstance(other, Plan) and self._key == other._key
@@ -206,20 +400,25 @@ class Plan:
 
     def __repr__(self):
         return (f"Plan(n={self.num_coords}, k={self.num_criteria}, width={self.width}, "
-                f"max_table={self.max_table}, exact_ties={self.exact_ties})")
+                f"max_table={self.max_table}, exact_ties={self.exact_ties}, levels="
+                f"{'none' if self.levels is None else len(self.levels)})")
 
 
-def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
-              ) -> Plan:
+def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True,
+              levels: bool | None = None) -> Plan:
     """The :class:`Plan` of ``scopes`` (its :class:`Limits` in ``plan.limits``); :class:`TooWide`
     (a ``ValueError`` naming the width) when one bucket table, ``2^(w+1)`` entries, would exceed
     ``max_table`` (an integer >= 2).
 
     ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
     numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but
-    among several minimisers the one kept is the lowest index in the reverse elimination order,
-    not necessarily the vertex enumerator's."""
-    return Plan(scopes, _check_cap(max_table), exact_ties)
+    among several minimisers the one kept is not necessarily the vertex enumerator's.
+
+    ``levels``: eliminate many variables at once (see the module docstring), ``plan.levels``
+    the variables of each level. ``None`` (default): levels exactly when ``exact_ties=False``
+    (falling back to the sequential min-fill order when the levels' tables would exceed the
+    cap); ``True`` needs ``exact_ties=False``; ``False``: the sequential order."""
+    return Plan(scopes, _check_cap(max_table), exact_ties, levels)
 
 
 def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
@@ -245,6 +444,10 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
 
     tables = jax.vmap(table)(index, jnp.asarray(plan.mask), terms.theta_hat, terms.inv,
                              terms.beta)  # (k, 2^m)
+    if plan.levels is not None:
+        x = _minimise_levels(plan, tables, dtype)
+        s = jnp.where(free, x.astype(dtype), s_init)
+        return s, objective.value(s), jnp.zeros((), dtype)
     placed = jnp.take_along_axis(tables, jnp.asarray(plan.term), axis=1)  # (k, 2^W)
     placed = jnp.concatenate([placed, jnp.zeros((1, placed.shape[1]), dtype)])
     buckets = jnp.sum(placed[jnp.asarray(plan.crit)], axis=1)  # (n, 2^W), fixed summation order
@@ -277,3 +480,32 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
                              (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))
     s = jnp.where(free, x[:n].astype(dtype), s_init)
     return s, objective.value(s), jnp.zeros((), dtype)
+
+
+def _minimise_levels(plan: Plan, tables, dtype):
+    """The level plan's DP: the buckets of a level gathered at once (criteria tables and the
+    messages of its children, static indices, fixed summation order), their messages (min over
+    the own bit) written to the rows of the level in a buffer ordered by elimination position;
+    then the levels in reverse, each variable's bit the lower entry of its bucket at its
+    separator's bits (0 on a tie). Returns the (n,) bits in coordinate order."""
+    n, k = plan.num_coords, plan.num_criteria
+    tables = jnp.concatenate([tables, jnp.zeros((1, tables.shape[1]), dtype)])  # row k: zero
+    buf = jnp.zeros((n + 1, 2 ** plan.width), dtype)  # row n: zero (padding children)
+    buckets = []
+    for lv in plan.level_data:
+        size = lv.crit.shape[0]
+        bucket = jnp.sum(tables[lv.crit[..., None], lv.term], axis=1)  # (L, 2^(w+1))
+        if (lv.child < n).any():
+            bucket = bucket + jnp.sum(buf[lv.child[..., None], lv.msg], axis=1)
+        message = jnp.min(bucket.reshape(size, -1, 2), axis=2)  # min over the own bit (slot 0)
+        buf = buf.at[lv.start:lv.start + size, :message.shape[1]].set(message)
+        buckets.append(bucket)
+    x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
+    for lv, bucket in zip(plan.level_data[::-1], buckets[::-1]):
+        size = lv.crit.shape[0]
+        r = jnp.zeros((size,), jnp.int32)
+        for s in range(lv.width):
+            r = r + (x[lv.sep[:, s]] << s)
+        pair = jnp.take_along_axis(bucket, jnp.stack([2 * r, 2 * r + 1], axis=1), axis=1)
+        x = x.at[lv.start:lv.start + size].set((pair[:, 1] < pair[:, 0]).astype(jnp.int32))
+    return x[plan.position]
