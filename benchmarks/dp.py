@@ -62,6 +62,7 @@ def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
 
 
 GRAPHS = {
+    "chain": graphs.chain_edges,
     "ring": lambda n: graphs.chain_edges(n) + [(n - 1, 0)],
     "tree": lambda n: tree_edges(n, 3, 0),
     "grid": lambda n: graphs.grid_edges(n // 4, 4),
@@ -120,6 +121,74 @@ def bench(n: int, seeds: int, repeats: int, names) -> dict:
         row[name] = {"median_s": med, "compile_s": max(first[name] - med, 0.0),
                      "per_solve_us": 1e6 * med / seeds}
     return row
+
+
+def bench_levels(n: int, graph: str, seeds: int, repeats: int) -> dict:
+    """The level plan (``make_plan(..., exact_ties=False)``: many eliminations at once) against
+    the sequential plan of the configs (``exact_ties=True``, one ``lax.scan`` step per
+    coordinate) on ``seeds`` random objectives of a graph, timed alternately (timing.py)."""
+    from timing import interleave
+
+    scopes, structure, problem, arrays = _case(n, seeds, graph=graph)
+    row = {"n": n, "graph": graph, "seeds": seeds, "repeats": repeats}
+    plans = {}
+    for name, kw in (("sequential", {}), ("levels", {"exact_ties": False, "levels": True})):
+        t0 = time.perf_counter()
+        try:
+            plans[name] = dp.make_plan(scopes, **kw)
+        except dp.TooWide as err:
+            return {**row, "refused": f"{name}: {err}"}
+        row[name] = {"plan_s": time.perf_counter() - t0, "width": plans[name].width}
+    row["levels"]["num_levels"] = len(plans["levels"].levels)
+    row["levels"]["auto"] = dp.make_plan(scopes, exact_ties=False).levels is not None
+    if len(plans["levels"].levels) > 600:
+        return {**row, "skipped": f"{len(plans['levels'].levels)} levels: not unrolled"}
+
+    def solver(plan):
+        def one(theta, inv, beta, s0):
+            objective = lcb.node_objective(structure, problem, theta, inv, beta)
+            return dp.minimise(plan, objective, s0, jnp.ones(s0.shape, bool))[0]
+        return jax.jit(jax.vmap(one))
+
+    fns, outs = {}, {}
+    for name, plan in plans.items():
+        fns[name] = solver(plan)
+        row[name]["first_s"], outs[name] = _timed(fns[name], arrays)
+    timed = interleave({name: lambda f=fn: jax.block_until_ready(f(*arrays))
+                        for name, fn in fns.items()}, repeats)
+    for name in fns:
+        med = timed[name]["wall_median"]
+        row[name].update(median_s=med, cpu_median_s=timed[name]["cpu_median"],
+                         compile_s=max(row[name]["first_s"] - med, 0.0),
+                         per_solve_us=1e6 * med / seeds)
+    exact = [_lcb64(scopes, *arrays[:3], outs[name]) for name in ("sequential", "levels")]
+    row["max_rel_lcb_diff"] = float(np.max(np.abs(exact[1] - exact[0]) / np.abs(exact[0])))
+    row["same_answer"] = float(np.mean(np.all(outs["sequential"] == outs["levels"], -1)))
+    return row
+
+
+def _report_levels(args) -> None:
+    load = os.getloadavg()
+    rows = [bench_levels(n, g, args.seeds, args.repeats) for n in args.levels for g in args.graphs]
+    print(f"Level plan against the sequential plan: {args.seeds} random objectives per call, "
+          f"float32, {jax.devices()}, load average {load} -> {os.getloadavg()}")
+    print("| graph | n | seq width | levels width | levels | auto | seq ms | levels ms | "
+          "seq / levels | seq compile s | levels compile s | levels plan s | LCB rel diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "refused" in r:
+            print(f"| {r['graph']} | {r['n']} | refused: {r['refused']} |")
+            continue
+        s, lv = r["sequential"], r["levels"]
+        head = (f"| {r['graph']} | {r['n']} | {s['width']} | {lv['width']} | "
+                f"{lv['num_levels']} | {'yes' if lv['auto'] else 'no'} |")
+        if "skipped" in r:
+            print(f"{head} {r['skipped']} |")
+            continue
+        print(f"{head} {1e3 * s['median_s']:.2f} | {1e3 * lv['median_s']:.2f} | "
+              f"{s['median_s'] / lv['median_s']:.1f} | {s['compile_s']:.2f} | "
+              f"{lv['compile_s']:.2f} | {lv['plan_s']:.2f} | {r['max_rel_lcb_diff']:.1e} |")
+    _write("dp_levels.json", {"args": vars(args), "load_average": load, "rows": rows})
 
 
 def _lcb64(scopes, theta, inv, beta, s):
@@ -287,6 +356,8 @@ def main(argv=None):
     ap.add_argument("--dp-only", type=int, nargs="*", default=[100, 1000])
     ap.add_argument("--vs-pgd", type=int, nargs="+", metavar="K",
                     help="time the DP against large_graphs' PGD at these sizes instead")
+    ap.add_argument("--levels", type=int, nargs="+", metavar="N",
+                    help="time the level plan against the sequential plan at these sizes")
     ap.add_argument("--graphs", nargs="+", choices=sorted(GRAPHS), default=["ring"])
     ap.add_argument("--config", nargs=2, metavar=("FAMILY", "K"),
                     help="print the config dp_FAMILY.toml (chain, ring, tree, grid) at K nodes")
@@ -296,6 +367,9 @@ def main(argv=None):
         return
     if args.vs_pgd:
         _report_vs_pgd(args)
+        return
+    if args.levels:
+        _report_levels(args)
         return
     rows = [bench(n, args.seeds, args.repeats, ("vertex", "dp")) for n in args.sizes]
     rows += [bench(n, args.seeds, args.repeats, ("dp",)) for n in args.dp_only]

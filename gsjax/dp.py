@@ -233,14 +233,15 @@ def _bit_index(bits, slots, width):
 class _Level(NamedTuple):
     start: int  # first message row (elimination position) of the level
     width: int  # its widest separator: buckets of 2^(width + 1) entries
-    crit: np.ndarray  # (L, Ck) criteria of each bucket (k: a zero row)
-    term: np.ndarray  # (L, Ck, 2^(width+1)) bucket assignment -> criterion-table entry
-    child: np.ndarray  # (L, C) message rows of the children (n: a zero row)
-    msg: np.ndarray  # (L, C, 2^(width+1)) bucket assignment -> message entry
+    size: int  # its number of variables, L
+    term: np.ndarray  # (L, Ck, 2^(width+1)) bucket assignment -> entry of the flat criteria
+    #                   tables (k, 2^m) + a zero row, for each criterion of the bucket
+    msg: tuple  # (level l', (L, C, 2^(width+1)) bucket assignment -> entry of level l''s
+    #             flat messages, for each child of the bucket in level l'; L' 2^w': a zero)
     sep: np.ndarray  # (L, width) separator positions (n: a zero bit)
 
 
-def _level_arrays(levels, seps, index, mask, n, k):
+def _level_arrays(levels, seps, index, mask, n, k, width):
     position = np.empty(n, np.int32)
     level_of = np.empty(n, np.int32)
     p = 0
@@ -256,9 +257,10 @@ def _level_arrays(levels, seps, index, mask, n, k):
     for i in range(k):
         real = [int(c) for c in index[i][mask[i]]]
         bucket_crits[min(real, key=level_of.__getitem__)].append(i)
+    widths = [max(len(seps[v]) for v in lv) for lv in levels]
+    starts = np.cumsum([0] + [len(lv) for lv in levels])
     out, start = [], 0
-    for lv in levels:
-        w = max(len(seps[v]) for v in lv)
+    for lv, w in zip(levels, widths):
         pad = w + 1  # the padding slot: column w + 1 of the bit table, always 0
         bits = np.concatenate([bit_table(w + 1), np.zeros((2 ** (w + 1), 1), np.int32)], 1)
         L = len(lv)
@@ -266,9 +268,6 @@ def _level_arrays(levels, seps, index, mask, n, k):
         ck = max(1, max(len(bucket_crits[v]) for v in lv))
         crit = np.full((L, ck), k, np.int32)
         cslots = np.full((L, ck, index.shape[1]), pad, np.int32)
-        nc = max(1, max(len(children[v]) for v in lv))
-        child = np.full((L, nc), n, np.int32)
-        mslots = np.full((L, nc, w + 1), pad, np.int32)  # a child's separator: <= w + 1
         sep = np.full((L, w), n, np.int32)
         for r, v in enumerate(lv):
             for j, i in enumerate(bucket_crits[v]):
@@ -276,13 +275,24 @@ def _level_arrays(levels, seps, index, mask, n, k):
                 for t in range(index.shape[1]):
                     if mask[i, t]:
                         cslots[r, j, t] = slot[r][int(index[i, t])]
-            for j, c in enumerate(children[v]):
-                child[r, j] = position[c]
-                for t, u in enumerate(seps[c]):
-                    mslots[r, j, t] = slot[r][u]
             sep[r, :len(seps[v])] = position[seps[v]]
-        out.append(_Level(start, w, crit, _bit_index(bits, cslots, index.shape[1]), child,
-                          _bit_index(bits, mslots, w + 1), sep))
+        term = crit[..., None] * 2 ** index.shape[1] + _bit_index(bits, cslots, index.shape[1])
+        msgs = []
+        for src in sorted({int(level_of[c]) for v in lv for c in children[v]}):
+            src_size, src_width = len(levels[src]), widths[src]
+            kids = [[c for c in children[v] if level_of[c] == src] for v in lv]
+            nc = max(len(ks) for ks in kids)
+            row = np.full((L, nc), src_size, np.int32)  # src_size: the zero entry
+            mslots = np.full((L, nc, w + 1), pad, np.int32)  # a child's separator: <= w + 1
+            for r, ks in enumerate(kids):
+                for j, c in enumerate(ks):
+                    row[r, j] = position[c] - starts[src]
+                    for t, u in enumerate(seps[c]):
+                        mslots[r, j, t] = slot[r][u]
+            idx = row[..., None] * 2 ** src_width + _bit_index(bits, mslots, w + 1)
+            msgs.append((src, np.where(row[..., None] == src_size, src_size * 2 ** src_width,
+                                       idx).astype(np.int32)))
+        out.append(_Level(start, w, L, term, tuple(msgs), sep))
         start += L
     return out, position
 
@@ -357,7 +367,7 @@ class Plan:
         self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
                      self.exact_ties, self.levels is not None)
         if self.levels is not None:
-            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k)
+            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k, w)
             return
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
@@ -484,28 +494,34 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
 
 def _minimise_levels(plan: Plan, tables, dtype):
     """The level plan's DP: the buckets of a level gathered at once (criteria tables and the
-    messages of its children, static indices, fixed summation order), their messages (min over
-    the own bit) written to the rows of the level in a buffer ordered by elimination position;
-    then the levels in reverse, each variable's bit the lower entry of its bucket at its
-    separator's bits (0 on a tie). Returns the (n,) bits in coordinate order."""
-    n, k = plan.num_coords, plan.num_criteria
-    tables = jnp.concatenate([tables, jnp.zeros((1, tables.shape[1]), dtype)])  # row k: zero
-    buf = jnp.zeros((n + 1, 2 ** plan.width), dtype)  # row n: zero (padding children)
-    buckets = []
+    messages of its children, static flat indices, fixed summation order), their messages
+    (min over the own bit) kept per level; then the levels in reverse, each variable's bit
+    the lower entry of its bucket at its separator's bits (0 on a tie). Returns the (n,) bits
+    in coordinate order."""
+    n = plan.num_coords
+    zero = jnp.zeros((1,), dtype)
+    flat = jnp.concatenate([tables.reshape(-1), jnp.zeros((tables.shape[1],), dtype)])
+    messages, buckets = [], []
     for lv in plan.level_data:
-        size = lv.crit.shape[0]
-        bucket = jnp.sum(tables[lv.crit[..., None], lv.term], axis=1)  # (L, 2^(w+1))
-        if (lv.child < n).any():
-            bucket = bucket + jnp.sum(buf[lv.child[..., None], lv.msg], axis=1)
-        message = jnp.min(bucket.reshape(size, -1, 2), axis=2)  # min over the own bit (slot 0)
-        buf = buf.at[lv.start:lv.start + size, :message.shape[1]].set(message)
+        bucket = jnp.sum(_take(flat, lv.term), axis=1)  # (L, 2^(w+1))
+        for src, idx in lv.msg:
+            bucket = bucket + jnp.sum(_take(messages[src], idx), axis=1)
+        message = jnp.min(bucket.reshape(lv.size, -1, 2), axis=2)  # min over the own bit
+        messages.append(jnp.concatenate([message.reshape(-1), zero]))
         buckets.append(bucket)
     x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
     for lv, bucket in zip(plan.level_data[::-1], buckets[::-1]):
-        size = lv.crit.shape[0]
-        r = jnp.zeros((size,), jnp.int32)
+        r = jnp.zeros((lv.size,), jnp.int32)
         for s in range(lv.width):
-            r = r + (x[lv.sep[:, s]] << s)
-        pair = jnp.take_along_axis(bucket, jnp.stack([2 * r, 2 * r + 1], axis=1), axis=1)
-        x = x.at[lv.start:lv.start + size].set((pair[:, 1] < pair[:, 0]).astype(jnp.int32))
-    return x[plan.position]
+            r = r + (_take(x, lv.sep[:, s]) << s)
+        pair = _take(bucket.reshape(-1), (np.arange(lv.size) * bucket.shape[1])[:, None]
+                     + 2 * r[:, None] + np.arange(2))
+        x = jax.lax.dynamic_update_slice(x, (pair[:, 1] < pair[:, 0]).astype(jnp.int32),
+                                         (lv.start,))
+    return _take(x, plan.position)
+
+
+def _take(a, idx):
+    """``a[idx]`` of a 1-D ``a`` at indices known to be in bounds (no index normalisation:
+    XLA would fold it over the static index arrays, slowly)."""
+    return a.at[idx].get(mode="promise_in_bounds")
