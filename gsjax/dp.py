@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax.graphs import Scopes
-from gsjax.lcb import Objective, bit_table, first_pick, lcb_terms
+from gsjax.lcb import _TINY, Objective, bit_table, first_pick, lcb_terms
 
 __all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "TooWide", "make_plan", "limits", "max_levels",
            "minimise"]
@@ -472,16 +472,22 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     index = jnp.asarray(plan.index)
     bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
 
+    if plan.levels is not None:  # the same tables, multiplied out elementwise (faster on CPU)
+        phi = jnp.where(free[index][:, None, :], bits[None], s_init[index][:, None, :])
+        phi = jnp.where(jnp.asarray(plan.mask)[:, None, :], phi, 0.0)  # (k, 2^m, m)
+        quad = jnp.sum(phi * jnp.sum(terms.inv[:, None] * phi[:, :, None, :], axis=-1), -1)
+        tables = (jnp.sum(phi * terms.theta_hat[:, None, :], -1)
+                  - terms.beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))
+        x = _minimise_levels(plan, tables, dtype)
+        s = jnp.where(free, x.astype(dtype), s_init)
+        return s, objective.value(s), jnp.zeros((), dtype)
+
     def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
         phi = jnp.where(free[idx], bits, s_init[idx])
         return lcb_terms(jnp.where(smask, phi, 0.0), th, iv, bt)
 
     tables = jax.vmap(table)(index, jnp.asarray(plan.mask), terms.theta_hat, terms.inv,
                              terms.beta)  # (k, 2^m)
-    if plan.levels is not None:
-        x = _minimise_levels(plan, tables, dtype)
-        s = jnp.where(free, x.astype(dtype), s_init)
-        return s, objective.value(s), jnp.zeros((), dtype)
     placed = jnp.take_along_axis(tables, jnp.asarray(plan.term), axis=1)  # (k, 2^W)
     placed = jnp.concatenate([placed, jnp.zeros((1, placed.shape[1]), dtype)])
     buckets = jnp.sum(placed[jnp.asarray(plan.crit)], axis=1)  # (n, 2^W), fixed summation order
