@@ -522,32 +522,46 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     return s, objective.value(s), jnp.zeros((), dtype)
 
 
+def _min_and_bit(pair, dtype):
+    """``(min, argmin)`` over the last axis (the own bit) in one variadic reduction (two
+    reductions of the same bucket would have XLA recompute its gathers); ties go to bit 0
+    (a total order, so any reduction order gives the same answer)."""
+    def lower(a, b):
+        (av, ai), (bv, bi) = a, b
+        take_b = (bv < av) | ((bv == av) & (bi < ai))
+        return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
+
+    own = jnp.broadcast_to(np.arange(2, dtype=np.int32), pair.shape)
+    return jax.lax.reduce((pair, own), (jnp.array(np.inf, dtype), jnp.array(2, jnp.int32)),
+                          lower, (pair.ndim - 1,))
+
+
 def _minimise_levels(plan: Plan, tables, dtype):
     """The level plan's DP: the buckets of a level gathered at once (criteria tables and the
     messages of its children, static flat indices, fixed summation order), their messages
-    (min over the own bit) kept per level; then the levels in reverse, each variable's bit
-    the lower entry of its bucket at its separator's bits (0 on a tie). Returns the (n,) bits
-    in coordinate order."""
+    (min over the own bit) kept per level with the own bit that attains it (0 on a tie); then
+    the levels in reverse, each variable's bit read at its separator's bits. Returns the (n,)
+    bits in coordinate order."""
     n = plan.num_coords
     zero = jnp.zeros((1,), dtype)
     flat = jnp.concatenate([tables.reshape(-1), jnp.zeros((tables.shape[1],), dtype)])
-    messages, buckets = [], []
+    messages, decisions = [], []
     for lv in plan.level_data:
         bucket = jnp.sum(_take(flat, lv.term), axis=1)  # (L, 2^(w+1))
         for src, idx in lv.msg:
             bucket = bucket + jnp.sum(_take(messages[src], idx), axis=1)
-        message = jnp.min(bucket.reshape(lv.size, -1, 2), axis=2)  # min over the own bit
+        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2), dtype)  # (L, 2^w) each
         messages.append(jnp.concatenate([message.reshape(-1), zero]))
-        buckets.append(bucket)
+        decisions.append(bit)
     x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
-    for lv, bucket in zip(plan.level_data[::-1], buckets[::-1]):
+    for lv, bit in zip(plan.level_data[::-1], decisions[::-1]):
         r = jnp.zeros((lv.size,), jnp.int32)
         for s in range(lv.width):
             r = r + (_take(x, lv.sep[:, s]) << s)
-        pair = _take(bucket.reshape(-1), (np.arange(lv.size) * bucket.shape[1])[:, None]
-                     + 2 * r[:, None] + np.arange(2))
-        x = jax.lax.dynamic_update_slice(x, (pair[:, 1] < pair[:, 0]).astype(jnp.int32),
-                                         (lv.start,))
+        # the entry at r of each row, without a gather at traced indices (a loop on XLA:CPU)
+        own = jnp.sum(jnp.where(np.arange(bit.shape[1]) == r[:, None], bit, 0), axis=1,
+                      dtype=jnp.int32)
+        x = jax.lax.dynamic_update_slice(x, own, (lv.start,))
     return _take(x, plan.position)
 
 
