@@ -4,6 +4,7 @@
     python benchmarks/dp.py --seeds 64 --repeats 9 --sizes 8 12 16 --dp-only 100 1000
     python benchmarks/dp.py --vs-pgd 1000 --graphs ring tree grid --seeds 64 --repeats 5
     python benchmarks/dp.py --config ring 100 > configs/dp_ring.toml   # writes a config
+    python benchmarks/dp.py --levels 1000 10000 --graphs chain ring tree grid --seeds 64
 
 Each row minimises the LCB of ``seeds`` random objectives (linear features, closed
 neighbourhoods of a ring of ``n`` nodes: ``k = n`` criteria, scopes of 3, DP width 4) with ONE
@@ -22,6 +23,17 @@ random, the large_graphs graph, which the DP refuses: width >= 16 at K = 40 alre
 timing protocol, and the LCB gap of PGD's answer to the exact minimum,
 ``(LCB(s_pgd) - LCB(s_dp)) / |LCB(s_dp)|``, evaluated in float64 NumPy, mean and max over the
 objectives. Writes ``benchmarks/results/dp_vs_pgd.json``.
+
+``--levels N ...``: the level plan (``make_plan(..., exact_ties=False)``, many eliminations
+at once) against the sequential plan of the configs (``exact_ties=True``: one ``lax.scan`` step
+a coordinate) on ``N``-node graphs (``--graphs``; chain added), each plan's solver a jitted
+``vmap`` over ``seeds`` objectives, compiled apart (first call minus the median), timed
+alternately (``benchmarks/timing.py``); the plans' widths, the number of levels, whether
+``make_plan``'s default would take the levels (``auto``), the plan's build time, and the float64
+LCB of the sequential answer above the level answer's. A plan of more than 600 levels (the
+4 x N/4 grid at N = 10^4: 4171) is not unrolled. Writes ``benchmarks/results/dp_levels_sS.json``.
+Run with ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` on CPU: XLA's YNN fusions
+miscompute the float32 LCB tables past criterion 4096 (``tests/test_dp.py``).
 
 ``--config FAMILY K``: prints the Section 5.1 config ``configs/dp_FAMILY.toml`` at ``K`` nodes
 (the built-in ones are ``K = 100``): chain, ring, tree or grid, the edges written out where the
@@ -62,6 +74,7 @@ def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
 
 
 GRAPHS = {
+    "chain": graphs.chain_edges,
     "ring": lambda n: graphs.chain_edges(n) + [(n - 1, 0)],
     "tree": lambda n: tree_edges(n, 3, 0),
     "grid": lambda n: graphs.grid_edges(n // 4, 4),
@@ -120,6 +133,81 @@ def bench(n: int, seeds: int, repeats: int, names) -> dict:
         row[name] = {"median_s": med, "compile_s": max(first[name] - med, 0.0),
                      "per_solve_us": 1e6 * med / seeds}
     return row
+
+
+def bench_levels(n: int, graph: str, seeds: int, repeats: int) -> dict:
+    """The level plan (``make_plan(..., exact_ties=False)``: many eliminations at once) against
+    the sequential plan of the configs (``exact_ties=True``, one ``lax.scan`` step per
+    coordinate) on ``seeds`` random objectives of a graph, timed alternately (timing.py)."""
+    from timing import interleave
+
+    scopes, structure, problem, arrays = _case(n, seeds, graph=graph)
+    row = {"n": n, "graph": graph, "seeds": seeds, "repeats": repeats}
+    plans = {}
+    for name, kw in (("sequential", {}), ("levels", {"exact_ties": False, "levels": True})):
+        t0 = time.perf_counter()
+        try:
+            plans[name] = dp.make_plan(scopes, **kw)
+        except dp.TooWide as err:
+            return {**row, "refused": f"{name}: {err}"}
+        row[name] = {"plan_s": time.perf_counter() - t0, "width": plans[name].width}
+    row["levels"]["num_levels"] = len(plans["levels"].levels)
+    row["levels"]["auto"] = dp.make_plan(scopes, exact_ties=False).levels is not None
+    if len(plans["levels"].levels) > 600:
+        return {**row, "skipped": f"{len(plans['levels'].levels)} levels: not unrolled"}
+
+    def solver(plan):
+        def one(theta, inv, beta, s0):
+            objective = lcb.node_objective(structure, problem, theta, inv, beta)
+            return dp.minimise(plan, objective, s0, jnp.ones(s0.shape, bool))[0]
+        return jax.jit(jax.vmap(one))
+
+    fns, outs = {}, {}
+    for name, plan in plans.items():
+        fns[name] = solver(plan)
+        row[name]["first_s"], outs[name] = _timed(fns[name], arrays)
+    timed = interleave({name: lambda f=fn: jax.block_until_ready(f(*arrays))
+                        for name, fn in fns.items()}, repeats)
+    for name in fns:
+        med = timed[name]["wall_median"]
+        row[name].update(median_s=med, cpu_median_s=timed[name]["cpu_median"],
+                         compile_s=max(row[name]["first_s"] - med, 0.0),
+                         per_solve_us=1e6 * med / seeds)
+    exact = [_lcb64(scopes, *arrays[:3], outs[name]) for name in ("sequential", "levels")]
+    # (LCB(sequential) - LCB(levels)) / |LCB(levels)| in float64: >= 0 where the level plan's
+    # answer is at least as low (the tie-rule path may keep a vertex up to 64 eps |min| above)
+    gap = (exact[0] - exact[1]) / np.abs(exact[1])
+    row["lcb_gap"] = {"min": float(gap.min()), "max": float(gap.max())}
+    row["same_answer"] = float(np.mean(np.all(outs["sequential"] == outs["levels"], -1)))
+    return row
+
+
+def _report_levels(args) -> None:
+    load = os.getloadavg()
+    rows = [bench_levels(n, g, args.seeds, args.repeats) for n in args.levels for g in args.graphs]
+    print(f"Level plan against the sequential plan: {args.seeds} random objectives per call, "
+          f"float32, {jax.devices()}, load average {load} -> {os.getloadavg()}")
+    print("| graph | n | seq width | levels width | levels | auto | seq ms | levels ms | "
+          "seq / levels | seq compile s | levels compile s | levels plan s | "
+          "LCB(seq) - LCB(levels), / abs, min | max |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "refused" in r:
+            print(f"| {r['graph']} | {r['n']} | refused: {r['refused']} |")
+            continue
+        s, lv = r["sequential"], r["levels"]
+        head = (f"| {r['graph']} | {r['n']} | {s['width']} | {lv['width']} | "
+                f"{lv['num_levels']} | {'yes' if lv['auto'] else 'no'} |")
+        if "skipped" in r:
+            print(f"{head} {r['skipped']} |")
+            continue
+        print(f"{head} {1e3 * s['median_s']:.2f} | {1e3 * lv['median_s']:.2f} | "
+              f"{s['median_s'] / lv['median_s']:.1f} | {s['compile_s']:.2f} | "
+              f"{lv['compile_s']:.2f} | {lv['plan_s']:.2f} | {r['lcb_gap']['min']:.1e} | "
+              f"{r['lcb_gap']['max']:.1e} |")
+    _write(f"dp_levels_s{args.seeds}.json", {"args": vars(args), "load_average": load,
+                                           "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                                           "rows": rows})
 
 
 def _lcb64(scopes, theta, inv, beta, s):
@@ -287,6 +375,8 @@ def main(argv=None):
     ap.add_argument("--dp-only", type=int, nargs="*", default=[100, 1000])
     ap.add_argument("--vs-pgd", type=int, nargs="+", metavar="K",
                     help="time the DP against large_graphs' PGD at these sizes instead")
+    ap.add_argument("--levels", type=int, nargs="+", metavar="N",
+                    help="time the level plan against the sequential plan at these sizes")
     ap.add_argument("--graphs", nargs="+", choices=sorted(GRAPHS), default=["ring"])
     ap.add_argument("--config", nargs=2, metavar=("FAMILY", "K"),
                     help="print the config dp_FAMILY.toml (chain, ring, tree, grid) at K nodes")
@@ -296,6 +386,9 @@ def main(argv=None):
         return
     if args.vs_pgd:
         _report_vs_pgd(args)
+        return
+    if args.levels:
+        _report_levels(args)
         return
     rows = [bench(n, args.seeds, args.repeats, ("vertex", "dp")) for n in args.sizes]
     rows += [bench(n, args.seeds, args.repeats, ("dp",)) for n in args.dp_only]

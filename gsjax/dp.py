@@ -14,6 +14,18 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
 * :func:`minimise` (traced, vmappable): one ``lax.scan`` of messages over the order, one
   ``lax.scan`` of back-tracking; non-free coordinates stay at ``s_init`` (their term tables
   are constant along their bit, which is the DP of the conditioned problem).
+* The *level plan* (``make_plan(..., exact_ties=False)``, the default there): the elimination
+  grouped into levels, each an independent set of the filled interaction graph (so its
+  eliminations commute), taken greedily in min-fill order among the variables of degree at
+  most a bound; the bound is chosen from the sequential min-fill width up to 4 more by the
+  cost ``2^12`` entries a level plus the entries of its tables. The levels are unrolled in
+  Python, each with its own static shapes: one gather of the criteria tables and one of the
+  children's messages (per source level) into the level's buckets, the min over the own bit;
+  back-tracking by levels in reverse, each variable from its separator's bits. A chain, ring
+  or bounded-degree tree of n nodes takes about ``1.7 log2 n + 3`` levels (25 to 28 at
+  ``n = 10^4``, against 10^4 scan steps) at a width of at most 5 (chain 2, ring 4
+  sequentially); graphs that do not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels)
+  need more than :func:`max_levels` and keep the sequential scan unless ``levels=True``.
 
 Tie rule: that of :func:`gsjax.lcb.minimise_vertices`, the lowest vertex index ``p`` among the
 values within ``64 eps max(1, |min|)`` of the minimum, where vertex ``p`` puts bit ``j`` on the
@@ -27,6 +39,17 @@ rings and narrow grids (numbered along the short side) the restriction costs not
 tree numbered from its root it is ruinous, and ``make_plan(..., exact_ties=False)`` (plain
 min-fill, another choice among tied minimisers) is the way there. :func:`limits` reports the
 width of either.
+
+Levels keep only the minimum, not that tie rule: the lowest index ``p`` is fixed by deciding the
+coordinates one at a time from the highest down, each decision spending part of one shared
+tolerance and conditioning the next, and it needs every eliminated subtree to hold only
+coordinates below its variable; a level eliminating two variables of a naturally numbered
+chain at once breaks both (one of them has a higher-numbered descendant, and the two spend the
+tolerance without seeing each other). Carrying the lexicographic key through the messages
+would cost a bit string per table entry. So ``levels=True`` needs ``exact_ties=False``; there
+each variable takes the lower entry of its bucket (0 on an exact tie), which is a minimiser in
+the DP's own arithmetic (no tolerance is spent: in float32 at ``n = 10^4`` the sequential
+tie-rule path's answers lie up to ``64 eps |min|`` above the minimum, the level path's at it).
 """
 
 from __future__ import annotations
@@ -39,9 +62,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax.graphs import Scopes
-from gsjax.lcb import Objective, bit_table, first_pick, lcb_terms
+from gsjax.lcb import _TINY, Objective, bit_table, first_pick, lcb_terms
 
-__all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "TooWide", "make_plan", "limits", "minimise"]
+__all__ = ["DEFAULT_MAX_TABLE", "Plan", "Limits", "TooWide", "make_plan", "limits", "max_levels",
+           "minimise"]
 
 DEFAULT_MAX_TABLE = 2 ** 16  # entries of one bucket table, 2^(w+1): width w <= 15
 
@@ -116,6 +140,187 @@ def _elimination(adj: list[set], ordered: bool, max_table: int):
     return order, seps
 
 
+# ---- the level-parallel plan: many eliminations at once (exact_ties=False) ----
+
+LEVEL_COST = 2 ** 12  # the cost of one level in table entries, for choosing the degree bound
+LEVEL_SLACK = 4  # degree bounds tried: the sequential min-fill width .. + LEVEL_SLACK
+
+
+def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=None):
+    """Greedy levels: each level takes, in min-fill order (ties: fewer neighbours, then the
+    lower index), every variable of current degree <= ``bound`` none of whose neighbours the
+    level holds already (an independent set of the filled graph, so its eliminations commute);
+    a level with no such variable takes the min-fill variable alone. Returns the levels and the
+    separators (``None`` past ``max_levels`` levels); a separator over ``max_table`` raises
+    :class:`TooWide`."""
+    adj = [set(a) for a in adj]
+    n = len(adj)
+    max_width = max_table.bit_length() - 2
+    gone = [False] * n
+    version = [0] * n
+    heap = []
+
+    def push(v):
+        version[v] += 1
+        deg = len(adj[v])
+        fill = n * n if deg > max_width else _fill(adj, v)
+        heapq.heappush(heap, (deg > bound, fill, deg, v, version[v]))
+
+    for v in range(n):
+        push(v)
+    levels, seps, left = [], [None] * n, n
+    while left:
+        picked, blocked, aside = [], set(), []
+        while heap:
+            entry = heapq.heappop(heap)
+            wide, _, deg, v, ver = entry
+            if gone[v] or ver != version[v]:
+                continue
+            if wide and picked:
+                aside.append(entry)
+                break
+            if v in blocked:
+                aside.append(entry)
+                continue
+            if deg > max_width:
+                raise TooWide(deg, max_table)
+            picked.append(v)
+            blocked |= adj[v]
+            if wide:
+                break
+        for entry in aside:
+            heapq.heappush(heap, entry)
+        touched = set()
+        for v in picked:  # independent: no elimination of the level changes another's separator
+            nb = sorted(adj[v])
+            seps[v], gone[v] = nb, True
+            for a in nb:
+                adj[a].discard(v)
+                adj[a].update(b for b in nb if b != a)
+            touched.update(nb)
+        for a in list(touched):
+            touched |= adj[a]
+        for u in touched:
+            if not gone[u]:
+                push(u)
+        levels.append(sorted(picked))
+        left -= len(picked)
+        if max_levels is not None and left and len(levels) >= max_levels:
+            return None
+    return levels, seps
+
+
+def max_levels(n: int) -> int:
+    """The most levels :func:`make_plan` unrolls by default, ``4 log2(n) + 16``: a graph
+    that does not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels of two variables)
+    keeps the sequential ``lax.scan``."""
+    return int(4 * np.log2(max(n, 2))) + 16
+
+
+def _levels(adj: list[set], max_table: int, most=None):
+    """The level elimination of the cheapest degree bound: ``LEVEL_COST`` per level plus the
+    entries of its bucket tables (each level padded to its widest), over the bounds from the
+    sequential min-fill width up by ``LEVEL_SLACK`` (within the cap); ``TooWide`` when none
+    fits; ``None`` when every bound needs more than ``most`` levels."""
+    w_seq = _limits(_elimination(adj, False, max_table)[1]).width
+    max_width = max_table.bit_length() - 2
+    best, err = None, None
+    for bound in range(w_seq, min(w_seq + LEVEL_SLACK, max_width) + 1):
+        try:
+            found = _level_elimination(adj, bound, max_table, most)
+        except TooWide as e:
+            err = e
+            continue
+        if found is None:
+            continue
+        levels, seps = found
+        cost = sum(LEVEL_COST + len(lv) * 2 ** (1 + max(len(seps[v]) for v in lv))
+                   for lv in levels)
+        if best is None or cost < best[0]:
+            best = (cost, levels, seps)
+    if best is None:
+        if err is not None and most is None:
+            raise err
+        return None
+    return best[1], best[2]
+
+
+def _bit_index(bits, slots, width):
+    """``sum_s bits[:, slots[..., s]] << s``: for each bucket assignment (rows of ``bits``,
+    whose last column is the zero padding slot), the entry of a table over ``slots``."""
+    out = np.zeros(slots.shape[:-1] + (bits.shape[0],), np.int32)
+    for s in range(width):
+        out += np.moveaxis(bits[:, slots[..., s]], 0, -1) << s
+    return out
+
+
+class _Level(NamedTuple):
+    start: int  # first message row (elimination position) of the level
+    width: int  # its widest separator: buckets of 2^(width + 1) entries
+    size: int  # its number of variables, L
+    term: np.ndarray  # (L, Ck, 2^(width+1)) bucket assignment -> entry of the flat criteria
+    #                   tables (k, 2^m) + a zero row, for each criterion of the bucket
+    msg: tuple  # (level l', (L, C, 2^(width+1)) bucket assignment -> entry of level l''s
+    #             flat messages, for each child of the bucket in level l'; L' 2^w': a zero)
+    sep: np.ndarray  # (L, width) separator positions (n: a zero bit)
+
+
+def _level_arrays(levels, seps, index, mask, n, k, width):
+    position = np.empty(n, np.int32)
+    level_of = np.empty(n, np.int32)
+    p = 0
+    for l, lv in enumerate(levels):
+        position[lv] = np.arange(p, p + len(lv))
+        level_of[lv] = l
+        p += len(lv)
+    parent = {v: min(s, key=level_of.__getitem__) for v, s in enumerate(seps) if s}
+    children = [[] for _ in range(n)]
+    for c, par in sorted(parent.items(), key=lambda cp: position[cp[0]]):
+        children[par].append(c)
+    bucket_crits = [[] for _ in range(n)]
+    for i in range(k):
+        real = [int(c) for c in index[i][mask[i]]]
+        bucket_crits[min(real, key=level_of.__getitem__)].append(i)
+    widths = [max(len(seps[v]) for v in lv) for lv in levels]
+    starts = np.cumsum([0] + [len(lv) for lv in levels])
+    out, start = [], 0
+    for lv, w in zip(levels, widths):
+        pad = w + 1  # the padding slot: column w + 1 of the bit table, always 0
+        bits = np.concatenate([bit_table(w + 1), np.zeros((2 ** (w + 1), 1), np.int32)], 1)
+        L = len(lv)
+        slot = [{c: s for s, c in enumerate([v, *seps[v]])} for v in lv]
+        ck = max(1, max(len(bucket_crits[v]) for v in lv))
+        crit = np.full((L, ck), k, np.int32)
+        cslots = np.full((L, ck, index.shape[1]), pad, np.int32)
+        sep = np.full((L, w), n, np.int32)
+        for r, v in enumerate(lv):
+            for j, i in enumerate(bucket_crits[v]):
+                crit[r, j] = i
+                for t in range(index.shape[1]):
+                    if mask[i, t]:
+                        cslots[r, j, t] = slot[r][int(index[i, t])]
+            sep[r, :len(seps[v])] = position[seps[v]]
+        term = crit[..., None] * 2 ** index.shape[1] + _bit_index(bits, cslots, index.shape[1])
+        msgs = []
+        for src in sorted({int(level_of[c]) for v in lv for c in children[v]}):
+            src_size, src_width = len(levels[src]), widths[src]
+            kids = [[c for c in children[v] if level_of[c] == src] for v in lv]
+            nc = max(len(ks) for ks in kids)
+            row = np.full((L, nc), src_size, np.int32)  # src_size: the zero entry
+            mslots = np.full((L, nc, w + 1), pad, np.int32)  # a child's separator: <= w + 1
+            for r, ks in enumerate(kids):
+                for j, c in enumerate(ks):
+                    row[r, j] = position[c] - starts[src]
+                    for t, u in enumerate(seps[c]):
+                        mslots[r, j, t] = slot[r][u]
+            idx = row[..., None] * 2 ** src_width + _bit_index(bits, mslots, w + 1)
+            msgs.append((src, np.where(row[..., None] == src_size, src_size * 2 ** src_width,
+                                       idx).astype(np.int32)))
+        out.append(_Level(start, w, L, term, tuple(msgs), sep))
+        start += L
+    return out, position
+
+
 class Limits(NamedTuple):
     """Size of the DP of a structure: ``width`` (largest separator of the elimination order),
     ``table`` (entries of one bucket, ``2^(width+1)``), ``total`` (entries of all buckets, one
@@ -131,11 +336,29 @@ def _limits(seps) -> Limits:
     return Limits(width=w, table=2 ** (w + 1), total=len(seps) * 2 ** (w + 1))
 
 
-def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
-           ) -> Limits:
+def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True,
+           levels: bool | None = None) -> Limits:
     """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
-    building the plan; :class:`TooWide` when the tables would exceed ``max_table``."""
-    return _limits(_elimination(_interaction(scopes), exact_ties, _check_cap(max_table))[1])
+    building the plan (the width of the order :func:`make_plan` would use, levels or not);
+    :class:`TooWide` when the tables would exceed ``max_table``."""
+    return _limits(_order(_interaction(scopes), _check_cap(max_table), exact_ties,
+                          levels)[2])
+
+
+def _order(adj, max_table: int, exact_ties: bool, levels):
+    """``(levels or None, order, separators)`` of the elimination :func:`make_plan` uses."""
+    if levels is not None and not isinstance(levels, (bool, np.bool_)):
+        raise ValueError(f"dp: levels: must be true, false or None; got {levels!r}")
+    if levels and exact_ties:
+        raise ValueError("dp: levels=True needs exact_ties=False: the vertex enumerator's "
+                         "tie rule assigns the coordinates one at a time, in decreasing index")
+    if levels or (levels is None and not exact_ties):
+        # auto: at most max_levels(n) levels within the cap, else the sequential order
+        found = _levels(adj, max_table, None if levels else max_levels(len(adj)))
+        if found is not None:
+            return found[0], [v for level in found[0] for v in level], found[1]
+    order, seps = _elimination(adj, exact_ties, max_table)
+    return None, order, seps
 
 
 def _check_cap(max_table) -> int:
@@ -151,13 +374,25 @@ class Plan:
     Equal (and hashable) by its scopes and cap, so an :class:`~gsjax.algorithms.AgentSpec`
     holding it stays a usable static value."""
 
-    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True):
+    def __init__(self, scopes: Scopes, max_table: int, exact_ties: bool = True,
+                 levels: bool | None = False):
         index = np.asarray(scopes.index, np.int32)
         mask = np.asarray(scopes.mask, bool)
         n, (k, m) = int(scopes.num_coords), index.shape
-        order, seps = _elimination(_interaction(scopes), exact_ties, max_table)
+        lv, order, seps = _order(_interaction(scopes), max_table, exact_ties, levels)
         self.limits = _limits(seps)
         w = self.limits.width
+        self.num_coords, self.num_criteria, self.scope_size = n, k, m
+        self.width, self.max_table = w, int(max_table)
+        self.index, self.mask = index, mask
+        self.exact_ties = bool(exact_ties)
+        self.order = np.asarray(order, np.int32)
+        self.levels = None if lv is None else [np.asarray(level, np.int32) for level in lv]
+        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
+                     self.exact_ties, self.levels is not None)
+        if self.levels is not None:
+            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k, w)
+            return
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
         clique = np.full((n, slots), n, np.int32)  # slot 0: v; then sep(v); padding: n
@@ -187,16 +422,9 @@ class Plan:
         crit = np.full((n, max(1, max(len(p) for p in per))), k, np.int32)  # k: a zero row
         for v, p in enumerate(per):
             crit[v, :len(p)] = p
-        self.num_coords, self.num_criteria, self.scope_size = n, k, m
-        self.width, self.max_table = w, int(max_table)
-        self.index, self.mask = index, mask
-        self.order = np.asarray(order, np.int32)
         self.clique, self.parent, self.msg, self.term, self.crit = clique, parent, msg, term, crit
         # back-tracking: decreasing index (the tie rule), else the reverse elimination order
         self.backtrack = np.arange(n - 1, -1, -1) if exact_ties else self.order[::-1].copy()
-        self.exact_ties = bool(exact_ties)
-        self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
-                     self.exact_ties)
 
     def __eq__(self, other):
         return isinstance(other, Plan) and self._key == other._key
@@ -206,20 +434,25 @@ class Plan:
 
     def __repr__(self):
         return (f"Plan(n={self.num_coords}, k={self.num_criteria}, width={self.width}, "
-                f"max_table={self.max_table}, exact_ties={self.exact_ties})")
+                f"max_table={self.max_table}, exact_ties={self.exact_ties}, levels="
+                f"{'none' if self.levels is None else len(self.levels)})")
 
 
-def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True
-              ) -> Plan:
+def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True,
+              levels: bool | None = None) -> Plan:
     """The :class:`Plan` of ``scopes`` (its :class:`Limits` in ``plan.limits``); :class:`TooWide`
     (a ``ValueError`` naming the width) when one bucket table, ``2^(w+1)`` entries, would exceed
     ``max_table`` (an integer >= 2).
 
     ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
     numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but
-    among several minimisers the one kept is the lowest index in the reverse elimination order,
-    not necessarily the vertex enumerator's."""
-    return Plan(scopes, _check_cap(max_table), exact_ties)
+    among several minimisers the one kept is not necessarily the vertex enumerator's.
+
+    ``levels``: eliminate many variables at once (see the module docstring), ``plan.levels``
+    the variables of each level. ``None`` (default): levels exactly when ``exact_ties=False``
+    (falling back to the sequential min-fill order when the levels' tables would exceed the
+    cap); ``True`` needs ``exact_ties=False``; ``False``: the sequential order."""
+    return Plan(scopes, _check_cap(max_table), exact_ties, levels)
 
 
 def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
@@ -238,6 +471,16 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     dtype = s_init.dtype
     index = jnp.asarray(plan.index)
     bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
+
+    if plan.levels is not None:  # the same tables, multiplied out elementwise (faster on CPU)
+        phi = jnp.where(free[index][:, None, :], bits[None], s_init[index][:, None, :])
+        phi = jnp.where(jnp.asarray(plan.mask)[:, None, :], phi, 0.0)  # (k, 2^m, m)
+        quad = jnp.sum(phi * jnp.sum(terms.inv[:, None] * phi[:, :, None, :], axis=-1), -1)
+        tables = (jnp.sum(phi * terms.theta_hat[:, None, :], -1)
+                  - terms.beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))
+        x = _minimise_levels(plan, tables, dtype)
+        s = jnp.where(free, x.astype(dtype), s_init)
+        return s, objective.value(s), jnp.zeros((), dtype)
 
     def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
         phi = jnp.where(free[idx], bits, s_init[idx])
@@ -277,3 +520,52 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
                              (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))
     s = jnp.where(free, x[:n].astype(dtype), s_init)
     return s, objective.value(s), jnp.zeros((), dtype)
+
+
+def _min_and_bit(pair, dtype):
+    """``(min, argmin)`` over the last axis (the own bit) in one variadic reduction (two
+    reductions of the same bucket would have XLA recompute its gathers); ties go to bit 0
+    (a total order, so any reduction order gives the same answer)."""
+    def lower(a, b):
+        (av, ai), (bv, bi) = a, b
+        take_b = (bv < av) | ((bv == av) & (bi < ai))
+        return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
+
+    own = jnp.broadcast_to(np.arange(2, dtype=np.int32), pair.shape)
+    return jax.lax.reduce((pair, own), (jnp.array(np.inf, dtype), jnp.array(2, jnp.int32)),
+                          lower, (pair.ndim - 1,))
+
+
+def _minimise_levels(plan: Plan, tables, dtype):
+    """The level plan's DP: the buckets of a level gathered at once (criteria tables and the
+    messages of its children, static flat indices, fixed summation order), their messages
+    (min over the own bit) kept per level with the own bit that attains it (0 on a tie); then
+    the levels in reverse, each variable's bit read at its separator's bits. Returns the (n,)
+    bits in coordinate order."""
+    n = plan.num_coords
+    zero = jnp.zeros((1,), dtype)
+    flat = jnp.concatenate([tables.reshape(-1), jnp.zeros((tables.shape[1],), dtype)])
+    messages, decisions = [], []
+    for lv in plan.level_data:
+        bucket = jnp.sum(_take(flat, lv.term), axis=1)  # (L, 2^(w+1))
+        for src, idx in lv.msg:
+            bucket = bucket + jnp.sum(_take(messages[src], idx), axis=1)
+        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2), dtype)  # (L, 2^w) each
+        messages.append(jnp.concatenate([message.reshape(-1), zero]))
+        decisions.append(bit)
+    x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
+    for lv, bit in zip(plan.level_data[::-1], decisions[::-1]):
+        r = jnp.zeros((lv.size,), jnp.int32)
+        for s in range(lv.width):
+            r = r + (_take(x, lv.sep[:, s]) << s)
+        # the entry at r of each row, without a gather at traced indices (a loop on XLA:CPU)
+        own = jnp.sum(jnp.where(np.arange(bit.shape[1]) == r[:, None], bit, 0), axis=1,
+                      dtype=jnp.int32)
+        x = jax.lax.dynamic_update_slice(x, own, (lv.start,))
+    return _take(x, plan.position)
+
+
+def _take(a, idx):
+    """``a[idx]`` of a 1-D ``a`` at indices known to be in bounds (no index normalisation:
+    XLA would fold it over the static index arrays, slowly)."""
+    return a.at[idx].get(mode="promise_in_bounds")
