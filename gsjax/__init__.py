@@ -14,7 +14,17 @@ The public surface:
 """
 
 import importlib
+import os
 from typing import TYPE_CHECKING
+
+# XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (jax 0.10.2: a fused
+# ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
+# batched contractions slower than XLA's own loops: off for every computation of a process that
+# imports gsjax before its first JAX computation (the sweeps also pass it as a compile option,
+# gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the option already is left as it is.
+_YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
+if "xla_cpu_experimental_ynn_fusion_type" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_YNN_OFF}".strip()
 
 if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
     from gsjax import algorithms, graphs, lcb, linalg, problem, runner
