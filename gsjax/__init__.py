@@ -17,14 +17,36 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
+_YNN = "xla_cpu_experimental_ynn_fusion_type"
+
+
+def _xla_knows(flag: str) -> bool:
+    """Whether the installed jaxlib's XLA has the option ``flag`` (its name is in jaxlib's
+    largest library; XLA aborts the process on an unknown flag in ``XLA_FLAGS``)."""
+    import mmap
+    from importlib.util import find_spec
+
+    spec = find_spec("jaxlib")
+    if spec is None or not spec.origin:
+        return False
+    folder = os.path.dirname(spec.origin)
+    libs = [os.path.join(folder, f) for f in os.listdir(folder)
+            if f.endswith((".so", ".dylib", ".pyd"))]
+    if not libs:
+        return False
+    with open(max(libs, key=os.path.getsize), "rb") as f, \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m.find(flag.encode()) >= 0
+
+
 # XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (jax 0.10.2: a fused
 # ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
 # batched contractions slower than XLA's own loops: off for every computation of a process that
-# imports gsjax before its first JAX computation (the sweeps also pass it as a compile option,
-# gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the option already is left as it is.
-_YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
-if "xla_cpu_experimental_ynn_fusion_type" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_YNN_OFF}".strip()
+# imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
+# pass it as a compile option, gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the
+# option already is left as it is.
+if _YNN not in os.environ.get("XLA_FLAGS", "") and _xla_knows(_YNN):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_YNN}=".strip()
 
 if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
     from gsjax import algorithms, graphs, lcb, linalg, problem, runner
