@@ -182,3 +182,16 @@ def test_normals_float64_law(x64):
         jnp.arange(40000, dtype=jnp.uint32))
     assert z.dtype == jnp.float64
     _check_normal(z)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_many_blocks_on_an_axis_equal_block_by_block(x64, precision, monkeypatch):
+    """Past ``UNROLLED_BLOCKS`` the blocks are one array axis: the same numbers, bit for bit, as
+    written block by block, for a batch of seeds and a scalar round."""
+    seeds = jnp.arange(5, dtype=jnp.uint32)
+    args = (jnp.uint32(3), seeds, jnp.uint32(17), 41)
+    axis = philox.normals(*args, precision=precision)
+    monkeypatch.setattr(philox, "UNROLLED_BLOCKS", 10**6)
+    unrolled = philox.normals(*args, precision=precision)
+    assert axis.shape == (41, 5)
+    np.testing.assert_array_equal(np.asarray(axis), np.asarray(unrolled))
