@@ -51,7 +51,10 @@ def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
 
 
 def _patched(change: str):
-    """``(module, name, replacement)`` that rebuilds the program before ``change``."""
+    """``(module, name, replacement)`` that rebuilds the program before ``change`` (``None``
+    for ``problem``: its "before" is a problem, not code)."""
+    if change == "problem":
+        return None
     if change == "inverse":
         real = kernel.ridge_init
         return kernel, "ridge_init", lambda params, problem, d, carry_inverse=True: real(
@@ -90,7 +93,7 @@ def main(argv=None) -> int:
             prob = seed_rows(problem, np.zeros(S, int))._replace(
                 **{f: getattr(problem, f) for f in ("theta", "s_star", "loss_star",
                                                    "s_star_residual", "rff_omega", "rff_phase")})
-        patch = _patched(args.change) if before and args.change != "problem" else None
+        patch = _patched(args.change) if before else None
         real = patch and getattr(patch[0], patch[1])
         if patch:
             setattr(patch[0], patch[1], patch[2])

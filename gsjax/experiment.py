@@ -704,12 +704,13 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
     cfg = result.built.cfg
     out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
     out["seed_ids"] = np.asarray(result.seed_ids)
-    problem, per_seed = result.built.problem, result.built.problem_per_seed
-    axes = seed_axes(problem, per_seed) or problem  # per seed: shared fields repeated per seed
+    problem = result.built.problem
+    axes = seed_axes(problem, result.built.problem_per_seed)
     for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask"):
         x = np.asarray(getattr(problem, f))
-        shared = per_seed and getattr(axes, f) is None
-        out[f"problem/{f}"] = np.broadcast_to(x, (len(result.seed_ids), *x.shape)) if shared else x
+        if axes is not None and getattr(axes, f) is None:  # a shared field, repeated per seed
+            x = np.broadcast_to(x, (len(result.seed_ids), *x.shape))
+        out[f"problem/{f}"] = x
     if cfg.grid:
         points = grid_points(cfg)
         out["grid/names"] = np.asarray([name for name, _ in cfg.grid])

@@ -102,21 +102,19 @@ def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float3
     if precision == "float64" and not jax.config.jax_enable_x64:
         raise ValueError("precision: 'float64' draws need jax_enable_x64")
     if precision == "float32":
-        def unit(w):
-            return ((w >> 9).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-23)
-
-        words = _words(root, seed_id, round_, stream, num)
-        return unit(words) if isinstance(words, jax.Array) else jnp.stack(
-            [unit(w) for w in words])
-
-    def unit64(a, b):
-        return ((a >> 6).astype(jnp.float64) * 67108864.0 + (b >> 6).astype(jnp.float64)
-                + 0.5) * 2.0**-52
-
+        return _rows(lambda w: ((w >> 9).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-23),
+                     _words(root, seed_id, round_, stream, num))
     words = _words(root, seed_id, round_, stream, 2 * num)
-    if isinstance(words, jax.Array):
-        return unit64(words[0::2], words[1::2])
-    return jnp.stack([unit64(a, b) for a, b in zip(words[0::2], words[1::2])])
+    return _rows(lambda a, b: ((a >> 6).astype(jnp.float64) * 67108864.0
+                               + (b >> 6).astype(jnp.float64) + 0.5) * 2.0**-52,
+                 words[0::2], words[1::2])
+
+
+def _rows(f, *words):
+    """``f`` of :func:`_words`' output(s): at once on an array, else word by word, stacked."""
+    if isinstance(words[0], jax.Array):
+        return f(*words)
+    return jnp.stack([f(*w) for w in zip(*words)])
 
 
 def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:

@@ -517,8 +517,9 @@ def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
     if target > num:
         fill = jnp.full((target - num,), seed_ids[0], jnp.uint32)
         seed_ids = jnp.concatenate([seed_ids, fill])
-        rows = jnp.concatenate([jnp.arange(num), jnp.zeros((target - num,), int)])
-        problem = seed_rows(problem, rows, problem_per_seed)
+        if problem_per_seed:
+            rows = jnp.concatenate([jnp.arange(num), jnp.zeros((target - num,), int)])
+            problem = seed_rows(problem, rows)
     keys = seed_keys(root_key, seed_ids)
     if shard:  # the seed axis split over the devices; a shared problem (field) replicated
         by_seed, replicated = _by_seed(PartitionSpec("seeds")), _by_seed(PartitionSpec())
