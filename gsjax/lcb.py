@@ -254,11 +254,13 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
             return pick(lcb_terms(jnp.where(smask, verts, 0.0), th, iv, bt), verts)
 
         best, vals = jax.vmap(per_block)(bl.scopes, bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
-        write = (bl.scope_mask & free[bl.scopes]).reshape(-1)
-        # Padded entries point at coordinate 0; route them to a dummy slot so they never write.
-        n = s_init.shape[-1]
-        tgt = jnp.where(write, bl.scopes.reshape(-1), n)
-        s = jnp.concatenate([s_init, jnp.zeros((1,), dtype)]).at[tgt].set(best.reshape(-1))[:-1]
+        # Scopes are disjoint: coordinate j takes its block's choice at its one scope entry
+        # (a gather whose indices depend on the structure only, hoisted out of the round),
+        # not a scatter (a 2k-trip loop on CPU).
+        owner = ((bl.scopes.reshape(-1, 1) == jnp.arange(s_init.shape[-1]))
+                 & bl.scope_mask.reshape(-1, 1))  # (k m, n)
+        s = jnp.where(jnp.any(owner, axis=0) & free,
+                      best.reshape(-1)[jnp.argmax(owner, axis=0)], s_init)
         return s, jnp.sum(vals), zero
     n = s_init.shape[-1]
     if n > MAX_VERTEX_COORDS:
