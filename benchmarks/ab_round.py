@@ -3,6 +3,7 @@
     python benchmarks/ab_round.py --change noise --kind lazy     # section7_2, S = 1024, T = 400
     python benchmarks/ab_round.py --change problem --kind linucb --repeats 9
     python benchmarks/ab_round.py --change inverse --kind async_lazy
+    python benchmarks/ab_round.py --change vertex_write --kind linucb
 
 Each change rebuilds the program as it was before it (A) beside gsjax's (B); outputs are checked
 equal bit for bit, then the calls are alternated repetition by repetition in this process
@@ -17,6 +18,11 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
   (:data:`gsjax.problem.DRAW_AXES`); A repeats every field per seed, as drawn before. This one
   runs the built ``configs/section7_2.toml`` (theta drawn per seed), the others the workload of
   ``benchmarks/workloads.py`` (one theta).
+* ``vertex_write`` (2026-12-02): the vertex solver on disjoint blocks writes each block's choice
+  into the state by a gather whose indices depend on the structure only; A is the scatter it
+  replaced (on CPU a loop of one trip per scope entry, 2k per solve).
+* ``union`` (2026-12-02): async's union of the triggering criteria's scopes reads disjoint
+  scopes by a gather (:func:`gsjax.lcb.scope_slots`); A is the scatter-max it replaced.
 """
 
 from __future__ import annotations
@@ -40,14 +46,42 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import workloads as W  # noqa: E402
-from gsjax import config, experiment, philox, runner  # noqa: E402
-from gsjax.algorithms import AgentSpec, kernel, make  # noqa: E402
+from gsjax import config, experiment, lcb, philox, runner  # noqa: E402
+from gsjax import algorithms  # noqa: E402
+from gsjax.algorithms import HARD, AgentSpec, kernel  # noqa: E402
 from gsjax.problem import seed_rows  # noqa: E402
 
 
 def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
     u = philox.uniforms(root, seed_id, round_, num, stream, precision)
     return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+
+def _scatter_vertices(objective, s_init, free, pick=lcb.first_pick):
+    """:func:`gsjax.lcb.minimise_vertices` on disjoint blocks as it was: a scatter."""
+    bl = objective.blocks
+    if bl is None:
+        return real_vertices(objective, s_init, free, pick)
+    bits = jnp.asarray(lcb.bit_table(bl.scopes.shape[1]), s_init.dtype)
+
+    def per_block(idx, smask, th, iv, bt):
+        verts = lcb._vertices_from_free(bits, s_init[idx], free[idx] & smask)
+        return pick(lcb.lcb_terms(jnp.where(smask, verts, 0.0), th, iv, bt), verts)
+
+    best, vals = jax.vmap(per_block)(bl.scopes, bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
+    n = s_init.shape[-1]
+    tgt = jnp.where((bl.scope_mask & free[bl.scopes]).reshape(-1), bl.scopes.reshape(-1), n)
+    s = jnp.concatenate([s_init, jnp.zeros((1,), s_init.dtype)]).at[tgt].set(best.reshape(-1))
+    return s[:-1], jnp.sum(vals), jnp.zeros((), s_init.dtype)
+
+
+real_vertices = lcb.minimise_vertices
+
+
+def _scatter_union(truth, scopes, mask, n, slots=None):
+    """The hard union as it was: a scatter-max whatever the scopes."""
+    hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
+    return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
 
 def _patched(change: str):
@@ -59,6 +93,10 @@ def _patched(change: str):
         real = kernel.ridge_init
         return kernel, "ridge_init", lambda params, problem, d, carry_inverse=True: real(
             params, problem, d, True)
+    if change == "union":
+        return algorithms, "HARD", HARD._replace(union=_scatter_union)
+    if change == "vertex_write":
+        return lcb, "minimise_vertices", _scatter_vertices
     return philox, "normals", _plain_normals
 
 
@@ -66,7 +104,8 @@ def _workload(change: str, kind: str, seeds: int):
     """``(structure, algo factory, problem, per_seed, params, move_cost)``."""
     if change != "problem":
         w = W.section7_2()
-        return (w["structure"], lambda: make(kind, w["structure"], AgentSpec(**w["spec"])),
+        return (w["structure"], lambda: algorithms.make(kind, w["structure"],
+                                                         AgentSpec(**w["spec"]), algorithms.HARD),
                 w["problem"], False, W.params(w), jnp.float32(w["move_cost"]))
     cfg = dataclasses.replace(config.load_config("section7_2"), seeds=seeds)
     b = experiment.build(cfg)
@@ -77,7 +116,7 @@ def _workload(change: str, kind: str, seeds: int):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--change", choices=("inverse", "noise", "problem"), default="noise")
+    ap.add_argument("--change", choices=("inverse", "noise", "problem", "vertex_write", "union"), default="noise")
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)

@@ -30,6 +30,7 @@ import numpy as np
 
 from gsjax import checkpoint, distributed, dp, factor, fairness, graphs, plotting, results
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
+from gsjax.algorithms.base import with_reference
 from gsjax.algorithms.kernel import NODE_KINDS, check_solver, dp_applies
 from gsjax.config import (
     AdaptiveAgentConfig,
@@ -167,14 +168,17 @@ _SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_inclu
                 "beta_mode", "reference", "refresh_every")
 
 
-def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype) -> tuple[AgentSpec, AgentParams]:
+def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str = ""
+           ) -> tuple[AgentSpec, AgentParams]:
+    """The entry's spec and params; the global lazy's reference reading is traced, so that
+    ``lazy`` entries of either reading compile to one program (a persistent-cache hit)."""
     spec = AgentSpec(**{f: getattr(ac, f) for f in _SPEC_FIELDS}, **_adaptive_options(ac))
     params = AgentParams.create(
         k, lambda_reg=ac.lambda_reg, beta=ac.beta, pgd_lr=ac.pgd_lr,
         trigger_ratio=ac.trigger_ratio, oful_delta=ac.oful_delta, oful_S=ac.oful_S,
         oful_sigma=sigma_k if ac.oful_sigma is None else ac.oful_sigma, oful_L=ac.oful_L,
         dtype=dtype)
-    return spec, params
+    return spec, with_reference(params, spec) if algorithm == "lazy" else params
 
 
 def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
@@ -240,7 +244,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                 f"algorithms.{entry.name}.algorithm",
                 f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
             )
-        spec, params = _agent(ac, k, sigma_k, dtype)
+        spec, params = _agent(ac, k, sigma_k, dtype, entry.algorithm)
         fallback = None
         if spec.solver == "dp":
             spec, fallback = _dp_spec(spec, scopes, structure, entry, plans)
@@ -249,7 +253,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             per_point = [
                 dataclasses.replace(ac, **point) for point in grid_points(cfg)
             ]
-            stacked = [_agent(p, k, sigma_k, dtype)[1] for p in per_point]
+            stacked = [_agent(p, k, sigma_k, dtype, entry.algorithm)[1] for p in per_point]
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
         algo = REGISTRY[entry.algorithm](structure, spec)

@@ -45,6 +45,7 @@ __all__ = [
     "minimise_objective_pgd",
     "minimise_vertex",
     "minimise_vertices",
+    "scope_slots",
     "Objective",
     "Blocks",
     "node_objective",
@@ -235,6 +236,15 @@ def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta)
                      terms if structure.env.coordinate_model else None)
 
 
+def scope_slots(scopes: jax.Array, scope_mask: jax.Array, n: int) -> jax.Array:
+    """(n,) int32: for DISJOINT scopes (k, m), the flat index ``i * m + p`` of the real scope
+    entry holding coordinate ``j``, or ``k * m`` for a coordinate in no scope. Per-coordinate
+    values are then ``padded_flat[slot]`` (a gather; pad the flat array with one entry)."""
+    km = scopes.size
+    tgt = jnp.where(scope_mask.reshape(-1), scopes.reshape(-1), n)  # padding -> dummy slot n
+    return jnp.full((n + 1,), km, jnp.int32).at[tgt].set(jnp.arange(km, dtype=jnp.int32))[:n]
+
+
 def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):
     """Exact minimiser of a concave objective over the vertices of the free coordinates
     (block by block when it separates; else the ``2^n`` vertices of the box, ``n <= 16``).
@@ -254,13 +264,12 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
             return pick(lcb_terms(jnp.where(smask, verts, 0.0), th, iv, bt), verts)
 
         best, vals = jax.vmap(per_block)(bl.scopes, bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
-        # Scopes are disjoint: coordinate j takes its block's choice at its one scope entry
-        # (a gather whose indices depend on the structure only, hoisted out of the round),
-        # not a scatter (a 2k-trip loop on CPU).
-        owner = ((bl.scopes.reshape(-1, 1) == jnp.arange(s_init.shape[-1]))
-                 & bl.scope_mask.reshape(-1, 1))  # (k m, n)
-        s = jnp.where(jnp.any(owner, axis=0) & free,
-                      best.reshape(-1)[jnp.argmax(owner, axis=0)], s_init)
+        # Disjoint scopes: coordinate j takes its block's choice at its one scope entry, a
+        # gather (the slots depend on the structure only, so XLA computes them once per call,
+        # not per round), not a scatter (on CPU a loop of one trip per scope entry).
+        slot = scope_slots(bl.scopes, bl.scope_mask, s_init.shape[-1])
+        flat = jnp.concatenate([best.reshape(-1), jnp.zeros((1,), dtype)])
+        s = jnp.where((slot < bl.scopes.size) & free, flat[slot], s_init)
         return s, jnp.sum(vals), zero
     n = s_init.shape[-1]
     if n > MAX_VERTEX_COORDS:

@@ -34,6 +34,7 @@ __all__ = [
     "BanditInfo",
     "SolveRequest",
     "BanditAlgorithm",
+    "with_reference",
 ]
 
 
@@ -49,6 +50,10 @@ class AgentParams(NamedTuple):
     oful_sigma: jax.Array  # (k,) OFUL sub-Gaussian noise scale
     # (k,) OFUL bound L on ||phi_i(s)||; None: the feature map's (feature_norm_sq_bound)
     oful_L: jax.Array | None = None
+    # () the global doubling's reference reading as a traced value, 1.0 "own" (only the
+    # triggering criteria's references reset), 0.0 "global"; None: ``AgentSpec.reference``
+    # (static). Traced, both readings run one compiled program (:func:`with_reference`).
+    own_reference: jax.Array | None = None
 
     @classmethod
     def create(
@@ -91,6 +96,13 @@ class AgentParams(NamedTuple):
             oful_sigma=per(oful_sigma, "oful_sigma", ge=0.0),
             oful_L=None if oful_L is None else per(oful_L, "oful_L", gt=0.0),
         )
+
+
+def with_reference(params: AgentParams, spec: AgentSpec) -> AgentParams:
+    """``params`` carrying ``spec.reference`` as a traced value (``own_reference``), so that
+    the global doubling's two readings trace, and compile, to one program."""
+    own = jnp.asarray(spec.reference == "own", params.log_trigger.dtype)
+    return params._replace(own_reference=own)
 
 
 _WHERE = "AgentParams.create"

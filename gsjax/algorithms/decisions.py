@@ -55,7 +55,8 @@ class Logic(NamedTuple):
     fires: Callable  # (growth (k,), log_trigger) -> T (k,)
     true: Callable  # shape -> T of that shape
     any: Callable  # T (k,) -> T ()
-    union: Callable  # (T (k,), scopes (k, m), mask (k, m), n) -> T (n,): OR over scopes
+    union: Callable  # (T (k,), scopes (k, m), mask (k, m), n, slots=None) -> T (n,): OR over
+    # scopes (``slots``: lcb.scope_slots of disjoint scopes, read by a gather)
     force: Callable  # (T, flag: bool) -> T, true where the flag holds
     where: Callable  # (on: bool, T) -> T, false where ``on`` does not hold
     select: Callable  # (T, a, b) -> a where true, else b (blended when soft)
@@ -65,7 +66,10 @@ class Logic(NamedTuple):
     pick: lcb.Pick  # the solver's choice among candidates
 
 
-def _hard_union(truth, scopes, mask, n: int):
+def _hard_union(truth, scopes, mask, n: int, slots=None):
+    if slots is not None:  # disjoint scopes: a gather (lcb.scope_slots), not a scatter loop
+        hit = (truth[:, None] & mask).reshape(-1)
+        return jnp.concatenate([hit, jnp.zeros((1,), bool)])[slots]
     hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
     return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
@@ -95,7 +99,8 @@ def soft(relax: RelaxParams) -> Logic:
     """The relaxed :class:`Logic` at the temperatures of ``relax`` (traced values allowed)."""
     prob = lambda log_not: -jnp.expm1(log_not)  # noqa: E731
 
-    def union(log_not, scopes, mask, n: int):
+    def union(log_not, scopes, mask, n: int, slots=None):
+        del slots  # the relaxed form keeps its scatter-add (not a sweep's hot path)
         contrib = jnp.where(mask, log_not[:, None], 0.0).reshape(-1)
         return jnp.zeros((n,), log_not.dtype).at[scopes.reshape(-1)].add(contrib)
 

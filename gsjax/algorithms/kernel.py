@@ -196,7 +196,8 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
         if playing is not True:
             triggered, fired = playing & triggered, L.where(playing, fired)
         d = schedule.decide(L, fired, logdet, state.logdet_ref,
-                            lambda c: est.union(L, c, graph, problem), n)
+                            lambda c: est.union(L, c, graph, problem), n,
+                            own=params.own_reference)
         if forced is not False:
             d = schedules.forced(L, d, forced, logdet)
         new_state = BanditState(stats=stats, logdet_ref=d.logdet_ref, s=state.s, t=t,
@@ -260,7 +261,10 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
             spec, params, problem.feat_mask,
             structure.env.feature_norm_sq_bound(structure, problem), t),
         objective=objective,
-        union=lambda L, c, graph, problem: L.union(c, problem.scopes, problem.scope_mask, n),
+        union=lambda L, c, graph, problem: L.union(
+            c, problem.scopes, problem.scope_mask, n,
+            slots=lcb.scope_slots(problem.scopes, problem.scope_mask, n)
+            if structure.disjoint else None),
         to_nodes=lambda x: x,
     )
 

@@ -16,12 +16,13 @@ the coordinates left free, the criteria that count an update, and the new refere
 refinement round of Section 5.2). An estimator with one joint determinant (Section 5.3) is a
 schedule over one "criterion".
 
-``decide(L, fired, logdet, logdet_ref, union, n)``: ``L`` is the kernel's
+``decide(L, fired, logdet, logdet_ref, union, n, own=None)``: ``L`` is the kernel's
 :class:`~gsjax.algorithms.decisions.Logic` (hard booleans or soft gates: one schedule serves
 both), ``fired`` its truth values (k,) of the trigger, ``logdet`` and ``logdet_ref`` are (k,),
 ``union(criteria) -> (n,)`` the OR of the marked criteria's scopes (the estimator's: the
 problem's scopes, or a learned graph's; called only by the schedules that need it), ``n`` the
-number of coordinates.
+number of coordinates, ``own`` the reference reading as a traced value
+(``AgentParams.own_reference``; ``None``: the schedule's static ``reference``).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class Schedule(NamedTuple):
 
 
 def every_round() -> Schedule:
-    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
-        del logdet_ref, union
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
+        del logdet_ref, union, own
         k = fired.shape[0]
         return Decision(L.true(()), L.true((n,)), L.true((k,)), logdet)
 
@@ -65,11 +66,14 @@ def doubling(reference: str = "global") -> Schedule:
     if reference not in ("global", "own"):
         raise ValueError(f"unknown reference {reference!r}; allowed: ('global', 'own')")
 
-    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
         del union
         reopt = L.any(fired)
         updated = jnp.broadcast_to(reopt, fired.shape)
-        reset = updated if reference == "global" else fired
+        if own is None:
+            reset = updated if reference == "global" else fired
+        else:
+            reset = jnp.where(own > 0, fired, updated)
         return Decision(reopt, jnp.broadcast_to(reopt, (n,)), updated,
                         L.select(reset, logdet, logdet_ref))
 
@@ -77,8 +81,8 @@ def doubling(reference: str = "global") -> Schedule:
 
 
 def per_criterion() -> Schedule:
-    def decide(L, fired, logdet, logdet_ref, union, n: int) -> Decision:
-        del n
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
+        del n, own
         return Decision(L.any(fired), union(fired), fired, L.select(fired, logdet, logdet_ref))
 
     return Schedule("per_criterion", False, decide)
