@@ -564,18 +564,14 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     return s, objective.value(s), jnp.zeros((), dtype)
 
 
-def _min_and_bit(pair, dtype):
-    """``(min, argmin)`` over the last axis (the own bit) in one variadic reduction (two
-    reductions of the same bucket would have XLA recompute its gathers); ties go to bit 0
-    (a total order, so any reduction order gives the same answer)."""
-    def lower(a, b):
-        (av, ai), (bv, bi) = a, b
-        take_b = (bv < av) | ((bv == av) & (bi < ai))
-        return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
-
-    own = jnp.broadcast_to(np.arange(2, dtype=np.int32), pair.shape)
-    return jax.lax.reduce((pair, own), (jnp.array(np.inf, dtype), jnp.array(2, jnp.int32)),
-                          lower, (pair.ndim - 1,))
+def _min_and_bit(pair):
+    """``(min, argmin)`` over the last axis (the own bit, size 2), elementwise: bit 1 where
+    its entry is strictly lower (ties go to bit 0). Two slices and a select, which XLA splits
+    over threads; a variadic ``lax.reduce`` of the pair (the same answer on finite tables) ran
+    the level DP 1.15x (n = 10^3) to 1.4x (n = 10^4, 6 seeds) slower."""
+    zero, one = pair[..., 0], pair[..., 1]
+    take = one < zero
+    return jnp.where(take, one, zero), take.astype(jnp.int32)
 
 
 def _minimise_levels(plan: Plan, tables, dtype):
@@ -592,7 +588,7 @@ def _minimise_levels(plan: Plan, tables, dtype):
         bucket = jnp.sum(_take(flat, lv.term), axis=1)  # (L, 2^(w+1))
         for src, idx in lv.msg:
             bucket = bucket + jnp.sum(_take(messages[src], idx), axis=1)
-        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2), dtype)  # (L, 2^w) each
+        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2))  # (L, 2^w) each
         messages.append(jnp.concatenate([message.reshape(-1), zero]))
         decisions.append(bit)
     x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
@@ -600,9 +596,9 @@ def _minimise_levels(plan: Plan, tables, dtype):
         r = jnp.zeros((lv.size,), jnp.int32)
         for s in range(lv.width):
             r = r + (_take(x, lv.sep[:, s]) << s)
-        # the entry at r of each row, without a gather at traced indices (a loop on XLA:CPU)
-        own = jnp.sum(jnp.where(np.arange(bit.shape[1]) == r[:, None], bit, 0), axis=1,
-                      dtype=jnp.int32)
+        # the entry at r of each row: a gather at traced indices (an elementwise loop on
+        # XLA:CPU; a one-hot sum over the row recomputed r for each of its 2^w entries)
+        own = _take(bit.reshape(-1), np.arange(lv.size, dtype=np.int32) * bit.shape[1] + r)
         x = jax.lax.dynamic_update_slice(x, own, (lv.start,))
     return _take(x, plan.position)
 
