@@ -529,7 +529,8 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
     """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (they
     run one after another) and the per-seed problem, for every seed, and every algorithm's
     records (all kept until written), from the shapes of a one-seed build; nothing is
-    compiled (``jax.eval_shape``)."""
+    compiled (``jax.eval_shape``), and the DP solver is not traced (:func:`gsjax.dp.shapes_only`:
+    its answer has the shape of its start)."""
     token = _SHAPES_ONLY.set(True)
     try:
         one = build(dataclasses.replace(cfg, seeds=1), seed_start)
@@ -541,10 +542,11 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
         init_fn, chunk_fn = make_chunked(ba.algo, one.structure, cfg.record_every,
                                          cfg.record_every, one.problem_per_seed,
                                          grid=bool(cfg.grid))
-        carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
-        move_cost = jnp.asarray(ba.move_cost, one.dtype)
-        record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
-                                     move_cost)[1])
+        with dp.shapes_only():  # the DP's answer has the shape of its start: not traced
+            carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
+            move_cost = jnp.asarray(ba.move_cost, one.dtype)
+            record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
+                                         move_cost)[1])
         carries.append(carry)
     axes = seed_axes(one.problem, one.problem_per_seed) or [None] * len(one.problem)
     per_seed = [v for v, ax in zip(one.problem, axes) if ax is not None]
