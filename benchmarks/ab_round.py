@@ -57,11 +57,14 @@ def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
     return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
 
 
+_real_vertices = lcb.minimise_vertices
+
+
 def _scatter_vertices(objective, s_init, free, pick=lcb.first_pick):
     """:func:`gsjax.lcb.minimise_vertices` on disjoint blocks as it was: a scatter."""
     bl = objective.blocks
     if bl is None:
-        return real_vertices(objective, s_init, free, pick)
+        return _real_vertices(objective, s_init, free, pick)
     bits = jnp.asarray(lcb.bit_table(bl.scopes.shape[1]), s_init.dtype)
 
     def per_block(idx, smask, th, iv, bt):
@@ -73,9 +76,6 @@ def _scatter_vertices(objective, s_init, free, pick=lcb.first_pick):
     tgt = jnp.where((bl.scope_mask & free[bl.scopes]).reshape(-1), bl.scopes.reshape(-1), n)
     s = jnp.concatenate([s_init, jnp.zeros((1,), s_init.dtype)]).at[tgt].set(best.reshape(-1))
     return s[:-1], jnp.sum(vals), jnp.zeros((), s_init.dtype)
-
-
-real_vertices = lcb.minimise_vertices
 
 
 def _scatter_union(truth, scopes, mask, n, slots=None):
@@ -116,7 +116,8 @@ def _workload(change: str, kind: str, seeds: int):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--change", choices=("inverse", "noise", "problem", "vertex_write", "union"), default="noise")
+    ap.add_argument("--change", default="noise",
+                    choices=("inverse", "noise", "problem", "vertex_write", "union"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)

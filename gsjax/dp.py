@@ -509,8 +509,7 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
                          f"{s_init.shape} and estimates {terms.theta_hat.shape}")
     dtype = s_init.dtype
     if _SHAPES_ONLY.get():
-        s = jnp.where(free, s_init, s_init)
-        return s, objective.value(s), jnp.zeros((), dtype)
+        return s_init, objective.value(s_init), jnp.zeros((), dtype)
     index = jnp.asarray(plan.index)
     bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
 

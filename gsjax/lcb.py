@@ -46,6 +46,7 @@ __all__ = [
     "minimise_vertex",
     "minimise_vertices",
     "scope_slots",
+    "by_slot",
     "Objective",
     "Blocks",
     "node_objective",
@@ -245,6 +246,12 @@ def scope_slots(scopes: jax.Array, scope_mask: jax.Array, n: int) -> jax.Array:
     return jnp.full((n + 1,), km, jnp.int32).at[tgt].set(jnp.arange(km, dtype=jnp.int32))[:n]
 
 
+def by_slot(flat: jax.Array, slots: jax.Array) -> jax.Array:
+    """(n,) per-coordinate values of ``flat`` (k m,), one per scope entry, read at
+    :func:`scope_slots`; a coordinate in no scope reads zero (False)."""
+    return jnp.concatenate([flat, jnp.zeros((1,), flat.dtype)])[slots]
+
+
 def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):
     """Exact minimiser of a concave objective over the vertices of the free coordinates
     (block by block when it separates; else the ``2^n`` vertices of the box, ``n <= 16``).
@@ -268,8 +275,7 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
         # gather (the slots depend on the structure only, so XLA computes them once per call,
         # not per round), not a scatter (on CPU a loop of one trip per scope entry).
         slot = scope_slots(bl.scopes, bl.scope_mask, s_init.shape[-1])
-        flat = jnp.concatenate([best.reshape(-1), jnp.zeros((1,), dtype)])
-        s = jnp.where((slot < bl.scopes.size) & free, flat[slot], s_init)
+        s = jnp.where((slot < bl.scopes.size) & free, by_slot(best.reshape(-1), slot), s_init)
         return s, jnp.sum(vals), zero
     n = s_init.shape[-1]
     if n > MAX_VERTEX_COORDS:

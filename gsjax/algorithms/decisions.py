@@ -68,8 +68,7 @@ class Logic(NamedTuple):
 
 def _hard_union(truth, scopes, mask, n: int, slots=None):
     if slots is not None:  # disjoint scopes: a gather (lcb.scope_slots), not a scatter loop
-        hit = (truth[:, None] & mask).reshape(-1)
-        return jnp.concatenate([hit, jnp.zeros((1,), bool)])[slots]
+        return lcb.by_slot((truth[:, None] & mask).reshape(-1), slots)
     hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
     return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
