@@ -208,7 +208,7 @@ OCO = ["--quiet", "--set", "horizon=[40]", "--set", "budget_exponents=[0.5, 0.75
        "--set", "record_every=10"]
 
 
-def test_oco_folders_merge_and_resume(tmp_path, capsys):
+def test_oco_folders_merge_and_resume(tmp_path, capsys, compile_cache):
     """Item 13: ``kind = "oco"`` folders of seeds 0 and 1-3 merge to the 4-seed run (every
     array, the per-entry summaries and the trade-off equal; the records of the first 4 seeds
     come from both folders), and an interrupted OCO folder resumes with ``--resume``."""

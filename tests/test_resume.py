@@ -106,7 +106,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
 SMALL = dict(seeds=6, problem={"num_nodes": 4})
 
 
-def test_resume_flag_uses_the_folder_config(tmp_path, capsys, tiny_config):
+def test_resume_flag_uses_the_folder_config(tmp_path, capsys, tiny_config, compile_cache):
     from gsjax import cli
 
     cfg = tiny_config(**SMALL, algorithms={"lazy": {}})
@@ -183,7 +183,8 @@ def _assert_same_arrays(ref, out):
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tiny_config):
+def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tiny_config,
+                                                           compile_cache):
     """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
     with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
     checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
@@ -219,7 +220,7 @@ def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys, tiny_
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
 
 
-def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config):
+def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config, compile_cache):
     """Issue 18 item 12: a run of global seeds 2-7 interrupted part-way resumes with
     ``--resume DIR`` (no ``--seed-start``) over seeds 2-7, to the uninterrupted run's arrays;
     another ``--seed-start`` is a one-line error that keeps the checkpoint."""
