@@ -110,7 +110,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
 SMALL = dict(seeds=6, problem={"num_nodes": 4})
 
 
-def test_resume_flag_uses_the_folder_config(tmp_path, capsys, tiny_config, compile_cache):
+def test_resume_flag_uses_the_folder_config(tmp_path, capsys, tiny_config):
     from gsjax import cli
 
     cfg = tiny_config(**SMALL, algorithms={"lazy": {}})
