@@ -250,7 +250,8 @@ def _files(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def test_finished_run_of_another_config_is_refused_and_force_clears_it(tmp_path, capsys):
+def test_finished_run_of_another_config_is_refused_and_force_clears_it(tmp_path, capsys,
+                                                                       compile_cache):
     """Issue 18 item 1: another config over a finished folder is one ``--out`` line and exit 2,
     every file untouched; ``--force`` deletes the old run's files (those its summary names
     included, nothing else) and runs; the same config over its own folder runs again."""

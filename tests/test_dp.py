@@ -361,7 +361,7 @@ def test_check_reports_width_and_tables(tmp_path, capsys):
     assert out[1].endswith("(2 KiB a solve in float64, up to 2 MiB for 1024 seeds)")
 
 
-def test_too_wide_is_refused_in_one_line_or_falls_back(tmp_path, capsys):
+def test_too_wide_is_refused_in_one_line_or_falls_back(tmp_path, capsys, compile_cache):
     """Tables over ``agent.dp_max_table`` (16 < 2^5): ``check`` and ``run`` refuse with one
     line naming the entry, the width and the table size, exit 2, before anything is built on
     disk; with ``agent.dp_fallback = 'pgd'`` check names the fallback, and the run equals a

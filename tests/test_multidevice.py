@@ -25,7 +25,11 @@ NOT_RESULTS = {"compile_seconds", "run_seconds", "wall_seconds", "devices", "git
 
 
 def _start(out: Path, devices: int) -> subprocess.Popen:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    # Each process keeps its compiled programs in its own cache folder of the test's tmp_path:
+    # the crashed run and its --resume load the programs the multi-chunk run compiled (the same
+    # config and chunk size), as the command line does by default.
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               GSJAX_CACHE_DIR=str(out.parent / f"cache{devices}"))
     flags = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=", "--x=")
     env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}"
     return subprocess.Popen([sys.executable, str(DRIVER), str(out)], stdout=subprocess.PIPE,

@@ -418,7 +418,8 @@ num_components = 2
 """
 
 
-def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path, capsys):
+def test_interrupted_run_resumed_by_the_cli_equals_uninterrupted(tmp_path, capsys,
+                                                                compile_cache):
     """Stopped after a checkpoint (mid-way through the third run), ``gsjax run --resume``
     finishes it with the uninterrupted run's arrays and summary, bit for bit (L1 loss: the
     targets kept in the carry go through the checkpoint too)."""

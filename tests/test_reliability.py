@@ -102,7 +102,8 @@ def _data_offset(npz: bytes) -> int:
     return local + 30 + name_len + extra_len + member.compress_size // 2
 
 
-def test_damaged_checkpoint_or_config_is_one_line_and_changes_nothing(tmp_path, capsys):
+def test_damaged_checkpoint_or_config_is_one_line_and_changes_nothing(tmp_path, capsys,
+                                                                      compile_cache):
     """Item 2: a truncated, random, bit-flipped or empty ``checkpoint.npz``, and a truncated or
     empty ``config.json``, on ``--resume DIR`` and on ``run CONFIG --out DIR``."""
     path, ref, out = _stopped(tmp_path, chunk_rounds=6, stop_at=12)
@@ -152,7 +153,7 @@ def test_out_that_is_a_file_or_cannot_be_written(tmp_path, capsys):
     assert not os.path.exists("/proc/gsjax-not-here")
 
 
-def test_orphan_temporary_files_go_on_the_next_write(tmp_path, capsys):
+def test_orphan_temporary_files_go_on_the_next_write(tmp_path, capsys, compile_cache):
     """Item 7: the temporary files a kill during a write leaves (``.NAME.XXXXXXXX.tmp``) are
     removed when the folder is next written (a resume, a merge's output); other files stay, and
     a refused resume removes nothing."""
@@ -208,7 +209,7 @@ OCO = ["--quiet", "--set", "horizon=[40]", "--set", "budget_exponents=[0.5, 0.75
        "--set", "record_every=10"]
 
 
-def test_oco_folders_merge_and_resume(tmp_path, capsys):
+def test_oco_folders_merge_and_resume(tmp_path, capsys, compile_cache):
     """Item 13: ``kind = "oco"`` folders of seeds 0 and 1-3 merge to the 4-seed run (every
     array, the per-entry summaries and the trade-off equal; the records of the first 4 seeds
     come from both folders), and an interrupted OCO folder resumes with ``--resume``."""

@@ -36,8 +36,12 @@ pgd_starts = 3
 
 
 def _run(cfg, out, *extra, wait=True):
+    # The four processes of the test share one compilation cache (in the test's own folder):
+    # the first compiles, the others load the same programs (the time from a process start to
+    # the kill window is compilation; the window itself, the chunks of the second and third
+    # algorithms, is unchanged).
     cmd = [sys.executable, "-m", "gsjax", "run", str(cfg), "--out", str(out), "--chunk", "20",
-           "--quiet", *extra]
+           "--quiet", "--cache-dir", str(cfg.parent / "xla-cache"), *extra]
     if wait:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -183,7 +187,8 @@ def _assert_same_arrays(ref, out):
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tiny_config):
+def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tiny_config,
+                                                           compile_cache):
     """Stopped after round 20 of its second algorithm (chunks of 10), a bandit run resumes only
     with a chunk size dividing 20: another one is a one-line ``--chunk`` error that keeps the
     checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
@@ -219,7 +224,7 @@ def test_resume_on_a_finished_folder_says_it_is_complete(tmp_path, capsys, tiny_
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
 
 
-def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config):
+def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config, compile_cache):
     """Issue 18 item 12: a run of global seeds 2-7 interrupted part-way resumes with
     ``--resume DIR`` (no ``--seed-start``) over seeds 2-7, to the uninterrupted run's arrays;
     another ``--seed-start`` is a one-line error that keeps the checkpoint."""
