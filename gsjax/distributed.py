@@ -28,6 +28,7 @@ service with it: the others are then stopped by JAX at once, with JAX's message.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,12 +43,14 @@ import numpy as np
 __all__ = [
     "LOST", "Refused", "Session", "start", "detected_processes", "is_writer", "process_count",
     "host", "place", "code_version", "agree", "from_writer", "meta", "current",
+    "flush_before_exit",
 ]
 
 LOST = 4  # exit status of a process stopped because another one was lost or failed
 DEFAULT_HEARTBEAT = 60.0  # seconds without a sign of life before a process counts as lost
 _PREFIX = "gsjax/"
 _current: Session | None = None
+_flushes: list = []  # run before a process leaves on a lost peer (:func:`flush_before_exit`)
 
 
 class Refused(ValueError):
@@ -193,7 +196,25 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     return session
 
 
+@contextlib.contextmanager
+def flush_before_exit(flush):
+    """While the block runs, ``flush()`` is called before this process leaves because another
+    was lost or failed (:data:`LOST`, an ``os._exit``): the checkpoint writer's write in flight
+    lands instead of being cut off (the others' loss is seen ``heartbeat`` seconds after it,
+    and a slow disk can take longer than that to write the chunk before)."""
+    _flushes.append(flush)
+    try:
+        yield
+    finally:
+        _flushes.remove(flush)
+
+
 def _exit(rc: int) -> None:
+    for flush in list(_flushes):
+        try:
+            flush()
+        except Exception:  # noqa: BLE001 -- leaving anyway; the previous checkpoint stays
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

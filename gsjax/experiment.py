@@ -376,7 +376,7 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             log(f"the checkpoint was written by {ck['processes']} process(es), this run has "
                 f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
-    with _Saver() as saver:
+    with _Saver() as saver, distributed.flush_before_exit(saver.drain):
         for name, horizon, chunk, run in jobs:
             if name in done:
                 continue
@@ -419,6 +419,13 @@ class _Saver:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
+
+    def drain(self, timeout: float = 600.0) -> None:
+        """Let the write in flight finish (from another thread, at most ``timeout`` seconds;
+        its error is the writer's to report): a process about to leave keeps its last chunk."""
+        pending = self._pending
+        if pending is not None:
+            concurrent.futures.wait([pending], timeout=timeout)
 
     def __exit__(self, *exc):
         try:

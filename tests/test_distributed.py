@@ -169,8 +169,10 @@ def test_two_processes_lose_one_stop_naming_it_and_resume_to_one_process_numbers
     cache, out, ref = tmp_path / "cache", tmp_path / "two", tmp_path / "one"
     # The single-process reference runs alongside (no distributed flags: a plain run).
     single = _gsjax(["run", cfg, "--out", ref, "--chunk", "5", "--quiet"], tmp_path / "c1")
-    # Process 1 dies (SIGKILL) as chunk 3 gathers its results: chunks 1-2 are checkpointed.
-    procs = _launch(2, cfg, out, cache, ["--quiet"], {1: ["--die-at-chunk", "3"]})
+    # Process 1 dies (SIGKILL) as chunk 3 gathers its results: chunks 1-2 are checkpointed,
+    # chunk 2's though its write (a slow disk) outlasts the heartbeat that reports the loss.
+    procs = _launch(2, cfg, out, cache, ["--quiet"],
+                    {0: ["--slow-save-at", "10"], 1: ["--die-at-chunk", "3"]})
     (rc0, _, err0), (rc1, _, _) = _wait(procs)
     assert rc1 == -signal.SIGKILL
     assert rc0 == distributed.LOST, err0[-3000:]
