@@ -193,7 +193,7 @@ def make_factor_structure(
         mixing=mixing,
     )
     structure = dataclasses.replace(nodewise, feature_dim=degree * d_c, disjoint=False,
-                                    env=FactorEnv(spec))
+                                    contiguous=False, env=FactorEnv(spec))
     return structure, scopes
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "complete_edges",
     "random_bounded_degree_edges",
     "scopes_are_disjoint",
+    "scopes_are_blocks",
 ]
 
 
@@ -256,6 +257,14 @@ def random_bounded_degree_edges(
             if len(kept) == num_edges:
                 break
     return sorted(kept)
+
+
+def scopes_are_blocks(scopes: Scopes) -> bool:
+    """True when the scopes are the contiguous blocks ``arange(n).reshape(k, m)``, every entry
+    real: reading a state at the scopes is then a reshape."""
+    k, m = scopes.index.shape
+    return (k * m == scopes.num_coords and bool(np.all(scopes.mask))
+            and np.array_equal(scopes.index, np.arange(k * m).reshape(k, m)))
 
 
 def scopes_are_disjoint(scopes: Scopes) -> bool:

@@ -72,10 +72,18 @@ def first_min(values: jax.Array) -> jax.Array:
 Pick = Callable[[jax.Array, jax.Array], tuple]  # (values (P,), candidates (P, w)) -> (w,), ()
 
 
+_SELECT_MAX = 16  # at most this many candidates: chosen by selects, not a gather
+_SELECT_COLS = 4  # at most this many vertex columns: filled by selects, not a gather
+
+
 def first_pick(values: jax.Array, candidates: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The hard choice: the :func:`first_min` candidate and its value."""
     p = first_min(values)
-    return candidates[p], values[p]
+    if values.shape[-1] > _SELECT_MAX:
+        return candidates[p], values[p]
+    # Few candidates (a block's vertices): selects, which fuse into the round (exact: no
+    # arithmetic), instead of a gather (on CPU a kernel of its own under vmap).
+    return jax.lax.select_n(p, *candidates), jax.lax.select_n(p, *values)
 
 
 def softmin_pick(temperature, tie_break) -> Pick:
@@ -203,7 +211,11 @@ def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> ja
     """Fill the free entries of ``base`` (w,) with bits (P, w) in order of their rank."""
     rank = jnp.cumsum(free.astype(jnp.int32)) - 1  # index of each free entry among the free
     rank = jnp.clip(rank, 0, bits.shape[1] - 1)
-    return jnp.where(free, bits[:, rank], base)
+    if bits.shape[1] > _SELECT_COLS:
+        return jnp.where(free, bits[:, rank], base)
+    # a block's few columns: selects (exact, fused) instead of a gather
+    cols = [jnp.broadcast_to(bits[:, c:c + 1], bits.shape) for c in range(bits.shape[1])]
+    return jnp.where(free, jax.lax.select_n(jnp.broadcast_to(rank, bits.shape), *cols), base)
 
 
 class Blocks(NamedTuple):
@@ -225,6 +237,7 @@ class Objective(NamedTuple):
     value: Callable
     blocks: Blocks | None = None
     terms: Blocks | None = None
+    contiguous: bool = False  # the blocks are arange(n).reshape(k, m) (Structure.contiguous)
 
 
 def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta) -> Objective:
@@ -234,7 +247,7 @@ def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta)
         return Objective(value)
     terms = Blocks(problem.scopes, problem.scope_mask, theta_hat, inv, beta)
     return Objective(value, terms if structure.disjoint else None,
-                     terms if structure.env.coordinate_model else None)
+                     terms if structure.env.coordinate_model else None, structure.contiguous)
 
 
 def scope_slots(scopes: jax.Array, scope_mask: jax.Array, n: int) -> jax.Array:
@@ -266,16 +279,24 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
     if bl is not None:
         bits = jnp.asarray(bit_table(bl.scopes.shape[1]), dtype)  # (P, m)
 
-        def per_block(idx, smask, th, iv, bt):
-            verts = _vertices_from_free(bits, s_init[idx], free[idx] & smask)  # (P, m)
+        def per_block(sl, fl, smask, th, iv, bt):
+            verts = _vertices_from_free(bits, sl, fl & smask)  # (P, m)
             return pick(lcb_terms(jnp.where(smask, verts, 0.0), th, iv, bt), verts)
 
-        best, vals = jax.vmap(per_block)(bl.scopes, bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
-        # Disjoint scopes: coordinate j takes its block's choice at its one scope entry, a
-        # gather (the slots depend on the structure only, so XLA computes them once per call,
-        # not per round), not a scatter (on CPU a loop of one trip per scope entry).
-        slot = scope_slots(bl.scopes, bl.scope_mask, s_init.shape[-1])
-        s = jnp.where((slot < bl.scopes.size) & free, by_slot(best.reshape(-1), slot), s_init)
+        # contiguous blocks arange(n).reshape(k, m): reshapes, no gather
+        at = ((lambda x: x.reshape(bl.scopes.shape)) if objective.contiguous
+              else (lambda x: x[bl.scopes]))
+        best, vals = jax.vmap(per_block)(at(s_init), at(free), bl.scope_mask, bl.theta_hat,
+                                         bl.inv, bl.beta)
+        if objective.contiguous:
+            s = jnp.where(free, best.reshape(-1), s_init)
+        else:
+            # Disjoint scopes: coordinate j takes its block's choice at its one scope entry, a
+            # gather (the slots depend on the structure only, so XLA computes them once per
+            # call, not per round), not a scatter (on CPU a loop of one trip per scope entry).
+            slot = scope_slots(bl.scopes, bl.scope_mask, s_init.shape[-1])
+            s = jnp.where((slot < bl.scopes.size) & free, by_slot(best.reshape(-1), slot),
+                          s_init)
         return s, jnp.sum(vals), zero
     n = s_init.shape[-1]
     if n > MAX_VERTEX_COORDS:

@@ -42,7 +42,7 @@ from gsjax.checks import (
     shape_and_values,
 )
 from gsjax import philox
-from gsjax.graphs import Scopes, check_scopes, scopes_are_disjoint
+from gsjax.graphs import Scopes, check_scopes, scopes_are_blocks, scopes_are_disjoint
 
 __all__ = [
     "FEATURE_KINDS",
@@ -94,6 +94,9 @@ class Structure:
     noise: str  # "independent" | "correlated"
     disjoint: bool  # no coordinate shared between scopes (block view)
     rff_dim: int = 1  # D for "rff" (1 otherwise, keeps array shapes non-empty)
+    # The scopes are the blocks arange(n).reshape(k, m), all real (implies disjoint): values at
+    # the scopes are a reshape, not a gather (:func:`at_scopes`).
+    contiguous: bool = False
     # How the world answers a played state (static, hashable; its arrays are Problem.env_data):
     # the linear model of this module by default, gsjax.factor.FactorEnv (Section 5.3) or
     # gsjax.fairness.AdultEnv (Section 7.3).
@@ -227,7 +230,16 @@ def make_structure(scopes: Scopes, features_kind: str, noise: str, rff_dim: int 
         noise=noise,
         disjoint=scopes_are_disjoint(scopes),
         rff_dim=dd,
+        contiguous=scopes_are_blocks(scopes),
     )
+
+
+def at_scopes(structure: Structure, x: jax.Array, scopes: jax.Array) -> jax.Array:
+    """``x[scopes]``: the (n,) values ``x`` at the (k, m) scopes of ``structure``; a reshape
+    where they are contiguous blocks (no gather kernel)."""
+    if structure.contiguous and scopes.shape == (structure.num_criteria, structure.scope_size):
+        return x.reshape(scopes.shape)
+    return x[scopes]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +358,7 @@ def scoped_features(structure: Structure, s: jax.Array, scopes, scope_mask, feat
     zero where ``feat_mask`` is False: the criteria of the linear model, or the factors of
     :mod:`gsjax.factor`."""
     phi = jax.vmap(lambda sl, sm, om, ph: features(structure, sl, sm, om, ph))(
-        s[scopes], scope_mask, rff_omega, rff_phase
+        at_scopes(structure, s, scopes), scope_mask, rff_omega, rff_phase
     )
     return jnp.where(feat_mask, phi, 0.0)
 
@@ -405,7 +417,7 @@ def draw_noise(draws: Draws, structure: Structure, problem: Problem) -> jax.Arra
     if structure.noise == "independent":
         return problem.noise_sigma * draws.normals(structure.num_criteria, dtype)
     xi = problem.noise_sigma * draws.normals(structure.num_coords, dtype)
-    return jnp.sum(jnp.where(problem.scope_mask, xi[problem.scopes], 0.0), axis=-1)
+    return jnp.sum(jnp.where(problem.scope_mask, at_scopes(structure, xi, problem.scopes), 0.0), axis=-1)
 
 
 def observe(draws: Draws, structure: Structure, problem: Problem, s: jax.Array) -> Feedback:

@@ -43,7 +43,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from gsjax import distributed
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
-from gsjax.problem import Problem, Structure, observe, round_draws, seed_axes, seed_rows
+from gsjax.problem import (Problem, Structure, at_scopes, observe, round_draws, seed_axes,
+                           seed_rows)
 
 __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
@@ -145,12 +146,12 @@ def seed_keys(root_key: jax.Array, seed_ids: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(root_key, seed_ids)
 
 
-def _accumulate(tot: RunTotals, problem: Problem, action, s_prev, fb, info, move_cost, t
-                ) -> RunTotals:
+def _accumulate(structure: Structure, tot: RunTotals, problem: Problem, action, s_prev, fb, info,
+                move_cost, t) -> RunTotals:
     """Round ``t``'s contribution to the totals of one seed."""
     bad = ~(jnp.all(jnp.isfinite(fb.y)) & jnp.isfinite(fb.expected_loss))
     changed = action != s_prev  # (n,)
-    crit_changed = jnp.any(changed[problem.scopes] & problem.scope_mask, axis=-1)
+    crit_changed = jnp.any(at_scopes(structure, changed, problem.scopes) & problem.scope_mask, axis=-1)
     return RunTotals(
         prediction_regret=tot.prediction_regret + (fb.expected_loss - problem.loss_star),
         movement_cost=tot.movement_cost + move_cost * jnp.sum(jnp.abs(action - s_prev)),
@@ -306,7 +307,7 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
     draws = lift(round_draws, 0, None)
     act = lift(algo.act, 0, 0, None, pax)
     see = lift(lambda d, prob, s: observe(d, structure, prob, s), 0, pax, 0)
-    accumulate = lift(_accumulate, 0, pax, 0, 0, 0, 0, None, None)
+    accumulate = lift(lambda *a: _accumulate(structure, *a), 0, pax, 0, 0, 0, 0, None, None)
 
     def round_(carry: Carry, t) -> Carry:
         state, s_prev, tot = carry

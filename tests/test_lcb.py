@@ -190,3 +190,19 @@ def test_vertex_rejects_nonlinear_features():
     with pytest.raises(ValueError, match="linear"):
         lcb.minimise_vertex(structure, prob, jnp.zeros((k, d)), jnp.ones((k, d, d)),
                             jnp.ones(k), jnp.zeros(2), jnp.ones(2, bool))
+
+
+def test_contiguous_blocks_read_by_reshape_equal_the_gather():
+    """Structure.contiguous holds exactly for the blocks arange(n).reshape(k, m), and there
+    at_scopes (a reshape) equals the gather x[scopes]; other scopes keep the gather."""
+    blocks = graphs.block_scopes(5, 3)
+    assert graphs.scopes_are_blocks(blocks)
+    assert not graphs.scopes_are_blocks(graphs.graph_scopes(6, graphs.chain_edges(6)))
+    permuted = blocks._replace(index=blocks.index[::-1].copy())  # disjoint, not in order
+    assert graphs.scopes_are_disjoint(permuted) and not graphs.scopes_are_blocks(permuted)
+    st = P.make_structure(blocks, "linear", "independent")
+    assert st.contiguous and st.disjoint
+    assert not P.make_structure(permuted, "linear", "independent").contiguous
+    x = jnp.asarray(np.random.default_rng(0).normal(size=15), jnp.float32)
+    idx = jnp.asarray(blocks.index)
+    np.testing.assert_array_equal(np.asarray(P.at_scopes(st, x, idx)), np.asarray(x)[blocks.index])

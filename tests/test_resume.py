@@ -136,11 +136,12 @@ def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path
 
     real = runner._accumulate
 
-    def poisoned(tot, problem, action, s_prev, fb, info, move_cost, t):
+    def poisoned(structure, tot, problem, action, s_prev, fb, info, move_cost, t):
         # The seed is identified through its theta row sum, unique per seed (per-seed theta).
         is_seed = jnp.abs(jnp.sum(problem.theta) - target) < 1e-4
         y = jnp.where((t >= 45) & is_seed, jnp.nan, fb.y)
-        return real(tot, problem, action, s_prev, fb._replace(y=y), info, move_cost, t)
+        return real(structure, tot, problem, action, s_prev, fb._replace(y=y), info, move_cost,
+                    t)
 
     raw = tomllib.loads(CONFIG)
     raw["horizon"] = 100

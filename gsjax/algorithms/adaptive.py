@@ -90,7 +90,7 @@ def super_structure(structure: Structure) -> Structure:
     n = structure.num_coords
     return dataclasses.replace(
         structure, scope_size=n, feature_dim=feature_dim(structure.features, n),
-        disjoint=False, rff_dim=1,
+        disjoint=False, contiguous=False, rff_dim=1,
     )
 
 

@@ -55,8 +55,9 @@ class Logic(NamedTuple):
     fires: Callable  # (growth (k,), log_trigger) -> T (k,)
     true: Callable  # shape -> T of that shape
     any: Callable  # T (k,) -> T ()
-    union: Callable  # (T (k,), scopes (k, m), mask (k, m), n, slots=None) -> T (n,): OR over
-    # scopes (``slots``: lcb.scope_slots of disjoint scopes, read by a gather)
+    union: Callable  # (T (k,), scopes (k, m), mask (k, m), n, slots=None, contiguous=False)
+    # -> T (n,): OR over scopes (``slots``: lcb.scope_slots of disjoint scopes, read by a
+    # gather; ``contiguous``: the scopes are arange(n).reshape(k, m), a reshape)
     force: Callable  # (T, flag: bool) -> T, true where the flag holds
     where: Callable  # (on: bool, T) -> T, false where ``on`` does not hold
     select: Callable  # (T, a, b) -> a where true, else b (blended when soft)
@@ -66,7 +67,9 @@ class Logic(NamedTuple):
     pick: lcb.Pick  # the solver's choice among candidates
 
 
-def _hard_union(truth, scopes, mask, n: int, slots=None):
+def _hard_union(truth, scopes, mask, n: int, slots=None, contiguous=False):
+    if contiguous:  # scopes arange(n).reshape(k, m), every entry real
+        return (truth[:, None] & mask).reshape(-1)
     if slots is not None:  # disjoint scopes: a gather (lcb.scope_slots), not a scatter loop
         return lcb.by_slot((truth[:, None] & mask).reshape(-1), slots)
     hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
@@ -98,8 +101,8 @@ def soft(relax: RelaxParams) -> Logic:
     """The relaxed :class:`Logic` at the temperatures of ``relax`` (traced values allowed)."""
     prob = lambda log_not: -jnp.expm1(log_not)  # noqa: E731
 
-    def union(log_not, scopes, mask, n: int, slots=None):
-        del slots  # the relaxed form keeps its scatter-add (not a sweep's hot path)
+    def union(log_not, scopes, mask, n: int, slots=None, contiguous=False):
+        del slots, contiguous  # the relaxed form keeps its scatter-add (not a hot path)
         contrib = jnp.where(mask, log_not[:, None], 0.0).reshape(-1)
         return jnp.zeros((n,), log_not.dtype).at[scopes.reshape(-1)].add(contrib)
 

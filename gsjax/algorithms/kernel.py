@@ -264,7 +264,8 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
         union=lambda L, c, graph, problem: L.union(
             c, problem.scopes, problem.scope_mask, n,
             slots=lcb.scope_slots(problem.scopes, problem.scope_mask, n)
-            if structure.disjoint else None),
+            if structure.disjoint and not structure.contiguous else None,
+            contiguous=structure.contiguous),
         to_nodes=lambda x: x,
     )
 
