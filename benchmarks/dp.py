@@ -37,7 +37,9 @@ miscompute the float32 LCB tables past criterion 4096 (``tests/test_dp.py``).
 
 ``--config FAMILY K``: prints the Section 5.1 config ``configs/dp_FAMILY.toml`` at ``K`` nodes
 (the built-in ones are ``K = 100``): chain, ring, tree or grid, the edges written out where the
-config has no graph kind for them.
+config has no graph kind for them (:func:`gsjax.paper.dp_scale.family_config`; its options as
+flags: ``--name``, ``--seeds``, ``--horizon``, ``--record-every``, ``--algorithms``,
+``--no-exact-ties`` for the level plan). The runs at scale: ``python -m gsjax.paper.dp_scale``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ import functools
 import json
 import os
 import statistics
-import textwrap
 import time
 
 import jax
@@ -57,29 +58,7 @@ import numpy as np
 from gsjax import dp, graphs, lcb
 from gsjax import problem as P
 from gsjax.config import find_config, load_config
-
-
-def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
-    """A random tree of degree <= ``max_degree``: node ``v`` joins a uniform earlier node with
-    spare degree (NumPy ``default_rng(seed)``), then every node ``v`` is renumbered ``n-1-v``,
-    so the root is ``n - 1`` and a parent comes after its children: width 3 under the DP's
-    tie-rule order, where numbered from the root it is over 19 at ``n = 100``."""
-    rng = np.random.default_rng(seed)
-    deg, edges = np.zeros(n, int), []
-    for v in range(1, n):
-        u = int(rng.choice(np.flatnonzero(deg[:v] < max_degree)))
-        deg[[u, v]] += 1
-        edges.append((n - 1 - v, n - 1 - u))
-    return sorted(edges)
-
-
-GRAPHS = {
-    "chain": graphs.chain_edges,
-    "ring": lambda n: graphs.chain_edges(n) + [(n - 1, 0)],
-    "tree": lambda n: tree_edges(n, 3, 0),
-    "grid": lambda n: graphs.grid_edges(n // 4, 4),
-    "random": lambda n: graphs.random_bounded_degree_edges(n, 3, n, 0),
-}
+from gsjax.paper.dp_scale import GRAPHS, family_config
 
 
 def _case(n: int, seeds: int, seed: int = 0, graph: str = "ring"):
@@ -289,87 +268,10 @@ def _write(name: str, doc: dict) -> None:
         json.dump(doc, f, indent=1)
 
 
-FAMILY_ABOUT = {
-    "chain": "a chain (path) of k nodes, elimination width 2",
-    "ring": "a ring (cycle) of k nodes, width 4",
-    "tree": "a random tree of degree <= 3 (benchmarks/dp.py tree_edges(k, 3, 0): every parent "
-            "numbered after its children), width 3",
-    "grid": "a 4 x k/4 grid numbered along its short side (rows of 4), width 8",
-}
-
-
-def family_config(family: str, k: int, seeds: int = 20, horizon: int = 1000) -> str:
-    """The TOML text of ``configs/dp_FAMILY.toml`` at ``k`` nodes (see :data:`FAMILY_ABOUT`):
-    Section 5.1 as ``configs/large_graphs.toml`` has it (linear features, theta* ~ N(0, I) per
-    seed, noise N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], seed 0) with the
-    exact DP solver, LinUCB, lazy under both reference readings and async."""
-    lam = np.exp(np.random.default_rng(0).uniform(np.log(0.01), np.log(2.0), k))
-    if family == "grid":
-        graph = f'graph = "grid"\ngrid_shape = [{k // 4}, 4]'
-    elif family == "chain":
-        graph = f'graph = "chain"\nnum_nodes = {k}'
-    else:
-        graph = f'graph = "edges"\nnum_nodes = {k}\nedges = {_rows(GRAPHS[family](k))}'
-    about = textwrap.fill(
-        f'Section 5.1 with the exact LCB solver (solver = "dp", issue 17) on '
-        f'{FAMILY_ABOUT[family]}: LinUCB, global lazy (reference "global" and "own") and async '
-        "lazy. Linear features, theta* ~ N(0, I) per seed, noise N(0, 0.5^2), beta = 0.5, "
-        "stiffness lambda_reg,i log-uniform in [0.01, 2.0] (NumPy seed 0, one per node), as in "
-        f"large_graphs.toml. Written by `python benchmarks/dp.py --config {family} {k}`; other "
-        "sizes the same way.", 99, break_on_hyphens=False,
-        initial_indent=" " * 17).lstrip()  # room for 'description = """'
-    return f"""name = "dp_{family}"
-description = \"\"\"{about}\"\"\"
-seeds = {seeds}
-horizon = {horizon}
-root_seed = 0
-record_every = {max(1, horizon // 20)}
-
-[problem]
-structure = "graph"
-{graph}
-features = "linear"
-s0 = 0.5
-
-[problem.theta]
-distribution = "normal"
-scale = 1.0
-seed = 0
-per_seed = true
-
-[problem.noise]
-kind = "independent"
-sigma = 0.5
-
-[agent]
-lambda_reg = {_rows(lam)}
-beta = 0.5
-move_cost = 1.0
-solver = "dp"
-
-[algorithms.linucb]
-[algorithms.lazy]
-[algorithms.lazy_own]
-algorithm = "lazy"
-reference = "own"
-[algorithms.async_lazy]
-"""
-
-
-def _rows(values) -> str:
-    """A TOML array of numbers or pairs, one row per line of at most 100 characters."""
-    items = [f"[{v[0]}, {v[1]}]" if isinstance(v, tuple) else f"{v:.6g}" for v in values]
-    lines = [""]
-    for item in items:
-        if len(lines[-1]) + len(item) > 94:
-            lines.append("")
-        lines[-1] += f"{item}, "
-    return "[\n  " + "\n  ".join(line.rstrip() for line in lines) + "\n]"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=64)
+    ap.add_argument("--seeds", type=int, help="objectives per call (default 64); with "
+                    "--config, the config's seeds (default 20)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--sizes", type=int, nargs="+", default=[8, 12, 16])
     ap.add_argument("--dp-only", type=int, nargs="*", default=[100, 1000])
@@ -380,10 +282,22 @@ def main(argv=None):
     ap.add_argument("--graphs", nargs="+", choices=sorted(GRAPHS), default=["ring"])
     ap.add_argument("--config", nargs=2, metavar=("FAMILY", "K"),
                     help="print the config dp_FAMILY.toml (chain, ring, tree, grid) at K nodes")
+    ap.add_argument("--name", help="with --config: the config's name (default dp_FAMILY)")
+    ap.add_argument("--horizon", type=int, default=1000, help="with --config: T")
+    ap.add_argument("--record-every", type=int, help="with --config (default horizon // 20)")
+    ap.add_argument("--algorithms", nargs="+", default=["linucb", "lazy", "lazy_own", "async_lazy"],
+                    help="with --config: the entries, of linucb lazy lazy_own async_lazy")
+    ap.add_argument("--exact-ties", action=argparse.BooleanOptionalAction, default=True,
+                    help="with --config: --no-exact-ties writes the DP's level plan")
     args = ap.parse_args(argv)
     if args.config:
-        print(family_config(args.config[0], int(args.config[1])), end="")
+        print(family_config(args.config[0], int(args.config[1]), name=args.name,
+                            seeds=20 if args.seeds is None else args.seeds,
+                            horizon=args.horizon, record_every=args.record_every,
+                            algorithms=tuple(args.algorithms), exact_ties=args.exact_ties),
+              end="")
         return
+    args.seeds = 64 if args.seeds is None else args.seeds
     if args.vs_pgd:
         _report_vs_pgd(args)
         return

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
-__all__ = ["script_section", "copy_outputs"]
+__all__ = ["script_section", "copy_outputs", "ratio", "pm"]
 
 
 def script_section(cfg, md: list[str], figure: str) -> list[str]:
@@ -26,3 +27,16 @@ def copy_outputs(out, docs, stem: str, suffixes=("png", "json", "md")) -> Path:
     for suffix in suffixes:
         shutil.copyfile(Path(out) / f"{stem}.{suffix}", docs / f"{stem}.{suffix}")
     return docs
+
+
+def ratio(a: dict, b: dict) -> dict:
+    """``a / b`` of two means over seeds (``{"mean", "stderr"}``), its standard error by the
+    delta method: ``|r| sqrt((se_a / a)^2 + (se_b / b)^2)``."""
+    r = a["mean"] / b["mean"]
+    se = abs(r) * math.sqrt((a["stderr"] / a["mean"]) ** 2 + (b["stderr"] / b["mean"]) ** 2)
+    return {"mean": r, "stderr": se}
+
+
+def pm(x: dict, digits: int = 1) -> str:
+    """``mean ± stderr`` of a ``{"mean", "stderr"}`` dict."""
+    return f"{x['mean']:.{digits}f} ± {x['stderr']:.{digits}f}"

@@ -26,7 +26,7 @@ import numpy as np
 
 from gsjax.config import find_config, load_config
 from gsjax.experiment import run_config
-from gsjax.paper._common import copy_outputs, script_section
+from gsjax.paper._common import copy_outputs, pm, ratio, script_section
 from gsjax.plotting import _plt, _save
 from gsjax.results import write_json, write_text
 
@@ -36,12 +36,6 @@ __all__ = ["stiffness", "run_k_sweep", "table", "plot", "run_all", "report_secti
 def stiffness(k: int, lo: float, hi: float, seed: int) -> np.ndarray:
     """(k,) log-uniform stiffness ``lambda_reg,i`` in ``[lo, hi]``."""
     return np.exp(np.random.default_rng(seed).uniform(math.log(lo), math.log(hi), k))
-
-
-def _ratio(a: dict, b: dict) -> dict:
-    r = a["mean"] / b["mean"]
-    se = abs(r) * math.sqrt((a["stderr"] / a["mean"]) ** 2 + (b["stderr"] / b["mean"]) ** 2)
-    return {"mean": r, "stderr": se}
 
 
 def run_k_sweep(path, out, overrides=(), seeds=None, horizon=None, log=print) -> dict:
@@ -71,18 +65,14 @@ def run_k_sweep(path, out, overrides=(), seeds=None, horizon=None, log=print) ->
                 "prediction_regret", "movement_cost", "total_regret", "total_updates",
                 "total_changes", "reoptimisations", "compile_seconds", "run_seconds")}
             row["algorithms"][name]["seconds_per_seed"] = x["run_seconds"] / cfg.seeds
-        row["waste_updates"] = _ratio(g["total_updates"], a["total_updates"])
-        row["waste_movement"] = _ratio(g["movement_cost"], a["movement_cost"])
-        row["waste_changes"] = _ratio(g["total_changes"], a["total_changes"])
+        row["waste_updates"] = ratio(g["total_updates"], a["total_updates"])
+        row["waste_movement"] = ratio(g["movement_cost"], a["movement_cost"])
+        row["waste_changes"] = ratio(g["total_changes"], a["total_changes"])
         rows.append(row)
     result = {"config": str(path), "overrides": list(overrides), "rows": rows,
               "stiffness_range": [lo, hi]}
     write_json(out / "large_graphs.json", result)
     return result
-
-
-def _f(x: dict, digits: int = 1) -> str:
-    return f"{x['mean']:.{digits}f} ± {x['stderr']:.{digits}f}"
 
 
 def table(result: dict) -> list[str]:
@@ -94,11 +84,11 @@ def table(result: dict) -> list[str]:
     for r in result["rows"]:
         g, a = r["algorithms"]["lazy"], r["algorithms"]["async_lazy"]
         lines.append(
-            f"| {r['k']} | {r['seeds']} × {r['horizon']} | {_f(g['total_updates'], 0)} | "
-            f"{_f(a['total_updates'], 0)} | {_f(r['waste_updates'], 2)} | "
-            f"{_f(g['movement_cost'])} | {_f(a['movement_cost'])} | "
-            f"{_f(r['waste_movement'], 2)} | {_f(g['prediction_regret'])} | "
-            f"{_f(a['prediction_regret'])} | {g['seconds_per_seed']:.3f}, "
+            f"| {r['k']} | {r['seeds']} × {r['horizon']} | {pm(g['total_updates'], 0)} | "
+            f"{pm(a['total_updates'], 0)} | {pm(r['waste_updates'], 2)} | "
+            f"{pm(g['movement_cost'])} | {pm(a['movement_cost'])} | "
+            f"{pm(r['waste_movement'], 2)} | {pm(g['prediction_regret'])} | "
+            f"{pm(a['prediction_regret'])} | {g['seconds_per_seed']:.3f}, "
             f"{a['seconds_per_seed']:.3f} |")
     return lines
 

@@ -1,0 +1,431 @@
+r"""Section 5.1 at scale with the exact LCB solver (issue 17): waste of global lazy updates.
+
+Per graph family (chain, ring, tree of degree <= 3, 4 x k/4 grid) and size ``k``, three runs of
+the config :func:`family_config` writes (linear features, theta* ~ N(0, I) per seed, noise
+N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], as ``configs/large_graphs.toml``):
+
+* ``dp_FAMILY_K``: global lazy (reference "global" and "own") and async lazy with the exact DP
+  solver, ``--seeds`` x ``--horizon`` rounds (the level plan, ``dp_exact_ties = false``, on
+  chains and trees; the sequential plan on rings and grids);
+* ``dp_FAMILY_K_linucb``: LinUCB alone at ``--linucb-horizon`` (it solves every round);
+* ``dp_FAMILY_K_pgd`` (``k <= --pgd-max-k``): the first run with PGD in place of the DP (the
+  settings of ``configs/large_graphs.toml``), reported as pgd minus dp per algorithm.
+
+Each run is written to ``OUT/configs/NAME.toml`` and run into ``OUT/NAME`` by
+:func:`gsjax.experiment.run_config`: an interrupted run resumes from its checkpoint, a finished
+one (``summary.json``) is read. ``record_every`` is the largest divisor of ``--horizon`` at most
+``horizon // 40`` (250 at T = 10^4). The result: ``OUT/dp_scale.{json,md,png}``.
+
+    python -m gsjax.paper.dp_scale --out runs/dp_scale --families chain ring tree grid \
+        --k 10 100 1000 10000 --seeds 100 --horizon 10000 --linucb-horizon 1000 --pgd-max-k 1000
+
+(with the default ``--k``, the grid's smallest size is 12: a 4 x k/4 grid needs 4 | k).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from gsjax import checkpoint, graphs
+from gsjax.config import ConfigError, config_hash, dict_hash, find_config, load_config
+from gsjax.experiment import run_config
+from gsjax.paper._common import pm, ratio, script_section
+from gsjax.plotting import _plt, _save
+from gsjax.results import read_json, write_json, write_text
+
+__all__ = ["FAMILIES", "GRAPHS", "FAMILY_ABOUT", "tree_edges", "family_config", "check_sizes",
+           "default_sizes", "scale_configs", "run_family", "run_all", "table", "plot", "report_section", "main"]
+
+FAMILIES = ("chain", "ring", "tree", "grid")
+DEFAULT_K = (10, 100, 1000, 10000)
+#: The lazy and async entries of the scale runs (LinUCB runs apart, at its own horizon).
+LAZY = ("lazy", "lazy_own", "async_lazy")
+#: The families run with the DP's level plan (``dp_exact_ties = false``): 10^4 scan steps a solve
+#: on a chain or a tree otherwise; rings and grids keep the sequential plan.
+LEVEL_PLAN = ("chain", "tree")
+
+
+def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
+    """A random tree of degree <= ``max_degree``: node ``v`` joins a uniform earlier node with
+    spare degree (NumPy ``default_rng(seed)``), then every node ``v`` is renumbered ``n-1-v``,
+    so the root is ``n - 1`` and a parent comes after its children: width 3 under the DP's
+    tie-rule order, where numbered from the root it is over 19 at ``n = 100``."""
+    rng = np.random.default_rng(seed)
+    deg, edges = np.zeros(n, int), []
+    for v in range(1, n):
+        u = int(rng.choice(np.flatnonzero(deg[:v] < max_degree)))
+        deg[[u, v]] += 1
+        edges.append((n - 1 - v, n - 1 - u))
+    return sorted(edges)
+
+
+GRAPHS = {
+    "chain": graphs.chain_edges,
+    "ring": lambda n: graphs.chain_edges(n) + [(n - 1, 0)],
+    "tree": lambda n: tree_edges(n, 3, 0),
+    "grid": lambda n: graphs.grid_edges(n // 4, 4),
+    "random": lambda n: graphs.random_bounded_degree_edges(n, 3, n, 0),
+}
+
+FAMILY_ABOUT = {
+    "chain": "a chain (path) of k nodes, elimination width 2",
+    "ring": "a ring (cycle) of k nodes, width 4",
+    "tree": "a random tree of degree <= 3 (benchmarks/dp.py tree_edges(k, 3, 0): every parent "
+            "numbered after its children), width 3",
+    "grid": "a 4 x k/4 grid numbered along its short side (rows of 4), width 8",
+}
+
+_TABLES = {"linucb": "[algorithms.linucb]\n", "lazy": "[algorithms.lazy]\n",
+           "lazy_own": '[algorithms.lazy_own]\nalgorithm = "lazy"\nreference = "own"\n',
+           "async_lazy": "[algorithms.async_lazy]\n"}
+
+
+def _pgd_lines() -> str:
+    """The ``[agent]`` solver lines of ``configs/large_graphs.toml``'s PGD, every setting
+    written out (read from the config, so the two stay the same)."""
+    ac = load_config(find_config("large_graphs")).agent
+    return (f'solver = "pgd"\npgd_starts = {ac.pgd_starts}\npgd_steps = {ac.pgd_steps}\n'
+            f"pgd_lr = {ac.pgd_lr!r}\npgd_optimizer = \"{ac.pgd_optimizer}\"\n"
+            f"pgd_include_current = {str(ac.pgd_include_current).lower()}\n")
+
+
+def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 20,
+                  horizon: int = 1000, record_every: int | None = None,
+                  algorithms=("linucb", "lazy", "lazy_own", "async_lazy"),
+                  exact_ties: bool = True, solver: str = "dp") -> str:
+    """The TOML text of ``configs/dp_FAMILY.toml`` at ``k`` nodes (see :data:`FAMILY_ABOUT`):
+    Section 5.1 as ``configs/large_graphs.toml`` has it (linear features, theta* ~ N(0, I) per
+    seed, noise N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], seed 0) with the
+    exact DP solver, LinUCB, lazy under both reference readings and async.
+
+    ``name``: default ``dp_FAMILY``; ``record_every``: default ``max(1, horizon // 20)``;
+    ``algorithms``: the entries, in this order, of ``linucb``, ``lazy``, ``lazy_own`` (lazy,
+    reference "own") and ``async_lazy``; ``exact_ties = False``: the DP's level plan
+    (``dp_exact_ties = false``); ``solver = "pgd"``: large_graphs.toml's PGD instead of the DP.
+    """
+    check_sizes([family], [k])
+    unknown = [a for a in algorithms if a not in _TABLES]
+    if unknown or not algorithms:
+        raise ConfigError("algorithms", f"unknown or no entries {unknown}; known: "
+                                        f"{', '.join(_TABLES)}")
+    if solver not in ("dp", "pgd"):
+        raise ConfigError("solver", f"must be 'dp' or 'pgd'; got {solver!r}")
+    lam = np.exp(np.random.default_rng(0).uniform(np.log(0.01), np.log(2.0), k))
+    if family == "grid":
+        graph = f'graph = "grid"\ngrid_shape = [{k // 4}, 4]'
+    elif family == "chain":
+        graph = f'graph = "chain"\nnum_nodes = {k}'
+    else:
+        graph = f'graph = "edges"\nnum_nodes = {k}\nedges = {_rows(GRAPHS[family](k))}'
+    using = ('the exact LCB solver (solver = "dp", issue 17)' if solver == "dp" else
+             'PGD in place of the exact LCB solver (solver = "pgd", the settings of '
+             "large_graphs.toml; issue 17)")
+    about = textwrap.fill(
+        f"Section 5.1 with {using} on "
+        f'{FAMILY_ABOUT[family]}: LinUCB, global lazy (reference "global" and "own") and async '
+        "lazy. Linear features, theta* ~ N(0, I) per seed, noise N(0, 0.5^2), beta = 0.5, "
+        "stiffness lambda_reg,i log-uniform in [0.01, 2.0] (NumPy seed 0, one per node), as in "
+        f"large_graphs.toml. Written by `python benchmarks/dp.py --config {family} {k}`; other "
+        "sizes the same way.", 99, break_on_hyphens=False,
+        initial_indent=" " * 17).lstrip()  # room for 'description = """'
+    if solver == "pgd":
+        solver_lines = _pgd_lines()
+    else:
+        solver_lines = 'solver = "dp"\n' + ("" if exact_ties else (
+            "dp_exact_ties = false  # the level plan (many eliminations at once, not one scan "
+            "step a coordinate)\n"))
+    every = max(1, horizon // 20) if record_every is None else record_every
+    return f"""name = "{name or f'dp_{family}'}"
+description = \"\"\"{about}\"\"\"
+seeds = {seeds}
+horizon = {horizon}
+root_seed = 0
+record_every = {every}
+
+[problem]
+structure = "graph"
+{graph}
+features = "linear"
+s0 = 0.5
+
+[problem.theta]
+distribution = "normal"
+scale = 1.0
+seed = 0
+per_seed = true
+
+[problem.noise]
+kind = "independent"
+sigma = 0.5
+
+[agent]
+lambda_reg = {_rows(lam)}
+beta = 0.5
+move_cost = 1.0
+{solver_lines}
+""" + "".join(_TABLES[a] for a in algorithms)
+
+
+def _rows(values) -> str:
+    """A TOML array of numbers or pairs, one row per line of at most 100 characters."""
+    items = [f"[{v[0]}, {v[1]}]" if isinstance(v, tuple) else f"{v:.6g}" for v in values]
+    lines = [""]
+    for item in items:
+        if len(lines[-1]) + len(item) > 94:
+            lines.append("")
+        lines[-1] += f"{item}, "
+    return "[\n  " + "\n  ".join(line.rstrip() for line in lines) + "\n]"
+
+
+# --- The driver -----------------------------------------------------------------------------
+
+
+def check_sizes(families, ks) -> None:
+    """One-line :class:`ConfigError` for an unknown family or a size it cannot take."""
+    for f in families:
+        if f not in FAMILY_ABOUT:
+            raise ConfigError("--families", f"unknown family {f!r}; known: {', '.join(FAMILIES)}")
+    for k in ks:
+        if k < 4:
+            raise ConfigError("--k", f"sizes must be >= 4; got {k}")
+        if "grid" in families and k % 4:
+            raise ConfigError("--k", f"the grid family (4 x k/4) needs k divisible by 4; got {k}")
+
+
+def default_sizes(family: str) -> list[int]:
+    """:data:`DEFAULT_K`, each raised to the next multiple of 4 for the grid (10 -> 12)."""
+    return [-(-k // 4) * 4 if family == "grid" else k for k in DEFAULT_K]
+
+
+def _record_every(horizon: int) -> int:
+    """The largest divisor of ``horizon`` at most ``max(1, horizon // 40)``."""
+    every = max(1, horizon // 40)
+    while horizon % every:
+        every -= 1
+    return every
+
+
+def _run(text: str, out: Path, name: str, log) -> dict:
+    """Write the config ``OUT/configs/NAME.toml`` and run it into ``OUT/NAME``; a finished run
+    of the same config there is read, not rerun (a different one is refused)."""
+    path = write_text(out / "configs" / f"{name}.toml", text)
+    cfg = load_config(path)
+    folder = out / name
+    if (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists():
+        try:
+            same = dict_hash(read_json(folder / "config.json")) == config_hash(cfg)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            same = False
+        if not same:
+            raise ConfigError("--out", f"{folder} holds a finished run of another config; "
+                                       "refusing to mix them: use another --out")
+        log(f"-- {name}: finished, read from {folder}")
+        return read_json(folder / "summary.json")
+    log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
+    return run_config(cfg, folder, log=log, figures=False)
+
+
+_KEYS = ("prediction_regret", "movement_cost", "total_regret", "total_updates",
+         "total_changes", "compile_seconds", "run_seconds")
+
+
+def _algo(summary: dict, name: str, seeds: int) -> dict:
+    a = summary["algorithms"][name]
+    return {**{key: a[key] for key in _KEYS}, "seconds_per_seed": a["run_seconds"] / seeds}
+
+
+def _diff(a: dict, b: dict) -> dict:
+    """``a - b`` of two means over seeds, the standard errors added in quadrature (the runs
+    share their seeds, so this overstates the paired error)."""
+    return {"mean": a["mean"] - b["mean"], "stderr": math.hypot(a["stderr"], b["stderr"])}
+
+
+def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon: int,
+                  pgd: bool) -> dict[str, str]:
+    """``{name: TOML text}`` of the runs of one (family, k): ``dp_FAMILY_K`` (lazy, lazy own,
+    async), ``dp_FAMILY_K_linucb`` and, with ``pgd``, ``dp_FAMILY_K_pgd``."""
+    every = _record_every(horizon)
+    common = dict(seeds=seeds, exact_ties=family not in LEVEL_PLAN)
+    name = f"dp_{family}_{k}"
+    texts = {name: family_config(family, k, name=name, horizon=horizon, record_every=every,
+                                 algorithms=LAZY, **common),
+             f"{name}_linucb": family_config(family, k, name=f"{name}_linucb",
+                                             horizon=linucb_horizon,
+                                             record_every=math.gcd(every, linucb_horizon),
+                                             algorithms=("linucb",), **common)}
+    if pgd:
+        texts[f"{name}_pgd"] = family_config(family, k, name=f"{name}_pgd", horizon=horizon,
+                                             record_every=every, algorithms=LAZY, solver="pgd",
+                                             **common)
+    return texts
+
+
+def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_horizon: int,
+               pgd: bool, log=print) -> dict:
+    """The runs of one (family, k); returns its row of ``dp_scale.json``."""
+    texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
+    name = f"dp_{family}_{k}"
+    main = _run(texts[name], out, name, log)
+    lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log)
+    row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
+           "exact_ties": family not in LEVEL_PLAN,
+           "algorithms": {a: _algo(main, a, seeds) for a in LAZY},
+           "linucb": {"horizon": linucb_horizon, **_algo(lin, "linucb", seeds)}}
+    g = row["algorithms"]
+    row["waste_updates"] = {r: ratio(g[r]["total_updates"], g["async_lazy"]["total_updates"])
+                            for r in ("lazy", "lazy_own")}
+    row["waste_movement"] = {r: ratio(g[r]["movement_cost"], g["async_lazy"]["movement_cost"])
+                             for r in ("lazy", "lazy_own")}
+    if pgd:
+        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log)
+        row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
+                                   for key in ("prediction_regret", "movement_cost")}
+                               for a in LAZY}
+    return row
+
+
+def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out) -> str:
+    ks = sorted({k for f in families for k in sizes[f]})
+    return (f"python -m gsjax.paper.dp_scale --out {shlex.quote(str(out))} --families "
+            f"{' '.join(families)} --k {' '.join(map(str, ks))} --seeds {seeds} --horizon "
+            f"{horizon} --linucb-horizon {linucb_horizon} --pgd-max-k {pgd_max_k}")
+
+
+def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10000,
+            linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print
+            ) -> tuple[dict, list[str]]:
+    """Every (family, k): ``dp_scale.{json,md,png}`` in ``out``; returns the result and its
+    markdown lines (the command first). ``ks``: the sizes of every family (default
+    :func:`default_sizes`)."""
+    out = Path(out)
+    families = list(families)
+    check_sizes(families, ks or [])
+    for key, value in (("--seeds", seeds), ("--horizon", horizon),
+                       ("--linucb-horizon", linucb_horizon)):
+        if value < 1:
+            raise ConfigError(key, f"must be >= 1; got {value}")
+    sizes = {f: list(ks) if ks else default_sizes(f) for f in families}
+    command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out)
+    result = {"command": command, "seeds": seeds, "horizon": horizon,
+              "linucb_horizon": linucb_horizon, "pgd_max_k": pgd_max_k,
+              "record_every": _record_every(horizon),
+              "families": {f: [run_family(f, k, out, seeds, horizon, linucb_horizon,
+                                          k <= pgd_max_k, log) for k in sizes[f]]
+                           for f in families}}
+    write_json(out / "dp_scale.json", result)
+    plot(result, out / "dp_scale.png")
+    md = table(result)
+    write_text(out / "dp_scale.md", "\n".join(md) + "\n")
+    return result, md
+
+
+def table(result: dict) -> list[str]:
+    """Markdown: the command, then per family the waste table and, where run, pgd minus dp."""
+    md = [f"Command: `{result['command']}`", "",
+          "Mean ± standard error over seeds; waste = global lazy / async (updates: criteria "
+          "re-optimised, summed over criteria; movement: the movement cost), the ratio of the "
+          "means with its delta-method error; `own`: global lazy with reference \"own\". "
+          "Regret: prediction regret.", ""]
+    head = ("| k | seeds × T | updates global | updates own | updates async | waste updates "
+            "(global, own) | waste movement (global, own) | regret global | regret own | "
+            "regret async | run s / seed (global, own, async) | LinUCB T | LinUCB updates | "
+            "LinUCB regret | LinUCB run s / seed |")
+    for family, rows in result["families"].items():
+        md += [f"### {family}: {FAMILY_ABOUT[family]}", "", head,
+               "|" + "---|" * (head.count("|") - 1)]
+        for r in rows:
+            g, lin = r["algorithms"], r["linucb"]
+            md.append(
+                f"| {r['k']} | {r['seeds']} × {r['horizon']} | "
+                + " | ".join(pm(g[a]["total_updates"], 0) for a in LAZY) + " | "
+                + " | ".join(", ".join(pm(r[w][a], 2) for a in ("lazy", "lazy_own"))
+                             for w in ("waste_updates", "waste_movement")) + " | "
+                + " | ".join(pm(g[a]["prediction_regret"]) for a in LAZY) + " | "
+                + ", ".join(f"{g[a]['seconds_per_seed']:.3g}" for a in LAZY)
+                + f" | {lin['horizon']} | {pm(lin['total_updates'], 0)} | "
+                f"{pm(lin['prediction_regret'])} | {lin['seconds_per_seed']:.3g} |")
+        pgd = [r for r in rows if "pgd_minus_dp" in r]
+        if pgd:
+            md += ["", f"PGD (large_graphs.toml's settings) minus the exact DP, {family}, the same "
+                   "seeds (errors added in quadrature):", "",
+                   "| k | algorithm | regret pgd − dp | movement pgd − dp |", "|---|---|---|---|"]
+            for r in pgd:
+                for a, d in r["pgd_minus_dp"].items():
+                    md.append(f"| {r['k']} | `{a}` | {pm(d['prediction_regret'])} | "
+                              f"{pm(d['movement_cost'], 2)} |")
+        md.append("")
+    return md
+
+
+def plot(result: dict, path) -> Path:
+    """Waste factors against k, one line per family (solid: global, dashed: own reference)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, key, what in zip(axes, ("waste_updates", "waste_movement"), ("updates", "movement")):
+        for i, (family, rows) in enumerate(result["families"].items()):
+            ks = [r["k"] for r in rows]
+            for ref, style in (("lazy", "o-"), ("lazy_own", "s--")):
+                q = [r[key][ref] for r in rows]
+                ax.errorbar(ks, [x["mean"] for x in q], yerr=[x["stderr"] for x in q],
+                            fmt=style, color=f"C{i}", ms=4, capsize=2,
+                            label=f"{family}" + (" (own)" if ref == "lazy_own" else ""))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("k (nodes)")
+        ax.set_ylabel(f"waste in {what}: global / async")
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("global lazy vs async with the exact solver (issue 17)")
+    return _save(fig, Path(path))
+
+
+def report_section(path, out, quick: bool, log) -> list[str]:
+    """The ``gsjax reproduce --long`` section: the sizes of the config's ``[paper]`` table
+    (``families``, ``seeds``, ``horizon``, ``linucb_horizon``, ``pgd_max_k``; the default sizes
+    of every family); quick: ring and tree at k = 12, 4 seeds x 20 rounds, LinUCB 10."""
+    cfg = load_config(path)
+    p = cfg.paper
+    if quick:
+        kw = dict(families=("ring", "tree"), ks=[12], seeds=4, horizon=20, linucb_horizon=10,
+                  pgd_max_k=12)
+    else:
+        kw = dict(families=p.get("families", FAMILIES), ks=p.get("k_sweep"),
+                  seeds=p.get("seeds", 100), horizon=p.get("horizon", 10000),
+                  linucb_horizon=p.get("linucb_horizon", 1000),
+                  pgd_max_k=p.get("pgd_max_k", 1000))
+    _, md = run_all(Path(out) / cfg.name, log=log, **kw)
+    return script_section(cfg, md, "dp_scale.png")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gsjax.paper.dp_scale",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/dp_scale")
+    ap.add_argument("--families", nargs="+", default=list(FAMILIES), metavar="FAMILY",
+                    help=f"of {', '.join(FAMILIES)}")
+    ap.add_argument("--k", type=int, nargs="+", help="sizes (default 10 100 1000 10000; the "
+                                                     "grid's 10 is 12)")
+    ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--horizon", type=int, default=10000)
+    ap.add_argument("--linucb-horizon", type=int, default=1000)
+    ap.add_argument("--pgd-max-k", type=int, default=1000,
+                    help="the PGD runs for k up to this")
+    args = ap.parse_args(argv)
+    try:
+        _, md = run_all(args.out, args.families, args.k, args.seeds, args.horizon,
+                        args.linucb_horizon, args.pgd_max_k)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
