@@ -218,15 +218,16 @@ def test_reproduce_runs_the_long_experiments_only_when_asked(tmp_path, monkeypat
     # `gsjax reproduce`, included by --long or --only, and run through their module's
     # report_section (stubbed here: the real ones take minutes even in quick mode).
     import gsjax.paper.adaptive_graph
+    import gsjax.paper.dp_scale
     import gsjax.paper.large_graphs
     from gsjax.paper import report
 
     stems = lambda **kw: {p.stem for p in report.paper_configs(**kw)}  # noqa: E731
-    assert not {"adaptive_graph", "large_graphs"} & stems()
-    assert {"adaptive_graph", "large_graphs"} <= stems(long=True)
+    assert not {"adaptive_graph", "large_graphs", "dp_scale"} & stems()
+    assert {"adaptive_graph", "large_graphs", "dp_scale"} <= stems(long=True)
     assert stems() <= stems(long=True)
     calls = []
-    for mod in (gsjax.paper.adaptive_graph, gsjax.paper.large_graphs):
+    for mod in (gsjax.paper.adaptive_graph, gsjax.paper.large_graphs, gsjax.paper.dp_scale):
         monkeypatch.setattr(mod, "report_section",
                             lambda path, out, quick, log, m=mod.__name__: calls.append(
                                 (m, Path(path).stem, quick)) or [f"SECTION {m}"])
@@ -237,11 +238,13 @@ def test_reproduce_runs_the_long_experiments_only_when_asked(tmp_path, monkeypat
     calls.clear()
     monkeypatch.setattr(report, "paper_configs",
                         lambda long=False, f=report.paper_configs: [
-                            p for p in f(long) if p.stem in ("adaptive_graph", "large_graphs")])
+                            p for p in f(long)
+                            if p.stem in ("adaptive_graph", "dp_scale", "large_graphs")])
     assert gsjax_main(["reproduce", "--out", str(tmp_path / "b")]) == 0
     assert calls == []
     assert gsjax_main(["reproduce", "--long", "--out", str(tmp_path / "c")]) == 0
-    assert [c[0] for c in calls] == ["gsjax.paper.adaptive_graph", "gsjax.paper.large_graphs"]
+    assert [c[0] for c in calls] == ["gsjax.paper.adaptive_graph", "gsjax.paper.dp_scale",
+                                     "gsjax.paper.large_graphs"]
     assert not any(c[2] for c in calls)
 
 

@@ -29,12 +29,14 @@ import math
 import shlex
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from gsjax import checkpoint, graphs
-from gsjax.config import ConfigError, config_hash, dict_hash, find_config, load_config
+from gsjax.config import (ConfigError, config_hash, dict_hash, find_config, load_config,
+                          parse_config)
 from gsjax.experiment import run_config
 from gsjax.paper._common import pm, ratio, script_section
 from gsjax.plotting import _plt, _save
@@ -213,12 +215,13 @@ def _record_every(horizon: int) -> int:
 
 
 def _run(text: str, out: Path, name: str, log) -> dict:
-    """Write the config ``OUT/configs/NAME.toml`` and run it into ``OUT/NAME``; a finished run
-    of the same config there is read, not rerun (a different one is refused)."""
-    path = write_text(out / "configs" / f"{name}.toml", text)
-    cfg = load_config(path)
+    """Run the config ``text`` into ``OUT/NAME``, written first to ``OUT/configs/NAME.toml``; a
+    finished run of the same config there is read, not rerun (one of another config is refused
+    before anything is written)."""
+    cfg = parse_config(tomllib.loads(text))
     folder = out / name
-    if (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists():
+    finished = (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists()
+    if finished:
         try:
             same = dict_hash(read_json(folder / "config.json")) == config_hash(cfg)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -226,6 +229,8 @@ def _run(text: str, out: Path, name: str, log) -> dict:
         if not same:
             raise ConfigError("--out", f"{folder} holds a finished run of another config; "
                                        "refusing to mix them: use another --out")
+    write_text(out / "configs" / f"{name}.toml", text)
+    if finished:
         log(f"-- {name}: finished, read from {folder}")
         return read_json(folder / "summary.json")
     log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
@@ -400,7 +405,14 @@ def report_section(path, out, quick: bool, log) -> list[str]:
                   linucb_horizon=p.get("linucb_horizon", 1000),
                   pgd_max_k=p.get("pgd_max_k", 1000))
     _, md = run_all(Path(out) / cfg.name, log=log, **kw)
-    return script_section(cfg, md, "dp_scale.png")
+    what = (f"What is run: for each family ({', '.join(kw['families'])}) and size k, global lazy "
+            "(both reference readings) and async lazy with the exact DP solver, "
+            f"{kw['seeds']} seeds x T = {kw['horizon']}; LinUCB alone at T = "
+            f"{kw['linucb_horizon']} (it solves every round); and, for k <= {kw['pgd_max_k']}, "
+            "the lazy and async runs again with large_graphs.toml's PGD in place of the DP, "
+            "reported as PGD minus DP. Each run's config is in configs/ of the section's folder; "
+            "an interrupted run resumes from its checkpoint and a finished one is read.")
+    return script_section(cfg, [textwrap.fill(what, 99), "", *md], "dp_scale.png")
 
 
 def main(argv=None) -> int:

@@ -19,7 +19,7 @@ from gsjax.config import ConfigError, config_dirs, load_config
 from gsjax.experiment import run_config
 from gsjax.paper.section6 import report_section as oco_section
 from gsjax.oco.config import config_kind, load_oco_config
-from gsjax.paper import adaptive_graph, large_graphs
+from gsjax.paper import adaptive_graph, dp_scale, large_graphs
 from gsjax.paper._common import script_section
 from gsjax.paper.figure2 import report_section
 from gsjax.results import write_text
@@ -28,7 +28,7 @@ __all__ = ["paper_configs", "reproduce", "experiment_section", "script_section",
            "SCRIPTS"]
 
 #: The long experiments named by a config's ``[paper].script``: modules with a report_section.
-SCRIPTS = {m.__name__: m for m in (adaptive_graph, large_graphs)}
+SCRIPTS = {m.__name__: m for m in (adaptive_graph, large_graphs, dp_scale)}
 
 
 def paper_configs(long: bool = False) -> list[Path]:
@@ -281,8 +281,10 @@ def add_parser(sub) -> None:
                                                     "experiment named here runs too)")
     rp.add_argument("--long", action="store_true",
                     help="also the long experiments: adaptive_graph (Section 5.2; 8.4 min at 50 "
-                         "seeds) and large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
-                         "cores)")
+                         "seeds), large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
+                         "cores) and dp_scale (Section 5.1 with the exact solver up to 10^4 "
+                         "nodes, T = 10^4: days on 2 CPU cores; resumable, finished runs are "
+                         "read)")
     rp.set_defaults(func=_cmd_reproduce)
 
 

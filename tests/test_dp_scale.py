@@ -1,0 +1,160 @@
+"""Section 5.1 at scale (gsjax/paper/dp_scale.py): the configs it writes are the built-in ones
+(and the 10^4-node ones already running, same config hash, so their checkpoints are its runs),
+its table is the runs' summaries, a finished run is read rather than rerun, and bad input is one
+line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from gsjax.config import ConfigError, config_hash, load_config
+from gsjax.paper import dp_scale
+from gsjax.results import read_json
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILIES = ("chain", "ring", "tree", "grid")
+# The configs of the 10^4-node runs (made outside the repository); checked where present.
+LONG_CFG = Path(os.environ.get("GSJAX_DP_LONG_CFG", "/work/long/cfg"))
+
+
+def _hash(tmp_path, text: str) -> str:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return config_hash(load_config(path))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_config_is_the_builtin_config(tmp_path, family):
+    builtin = REPO / "configs" / f"dp_{family}.toml"
+    text = dp_scale.family_config(family, 100)
+    assert _hash(tmp_path, text) == config_hash(load_config(builtin))
+    assert text == builtin.read_text()  # benchmarks/dp.py --config FAMILY 100 wrote it
+
+
+@pytest.mark.skipif(not LONG_CFG.is_dir(), reason=f"{LONG_CFG} (the 10^4-node runs) absent")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_driver_configs_are_the_long_runs(tmp_path, family):
+    texts = dp_scale.scale_configs(family, 10000, 100, 10000, 1000, pgd=False)
+    assert sorted(texts) == [f"dp_{family}_10000", f"dp_{family}_10000_linucb"]
+    for name, text in texts.items():
+        assert _hash(tmp_path, text) == config_hash(load_config(LONG_CFG / f"{name}.toml"))
+
+
+def test_driver_config_settings(tmp_path):
+    """What the driver writes, read back: sizes, record_every, the plan, the PGD settings."""
+    texts = dp_scale.scale_configs("tree", 12, 5, 10000, 1000, pgd=True)
+    main, lin, pgd = (load_config(_write(tmp_path, n, t)) for n, t in texts.items())
+    large = load_config(REPO / "configs" / "large_graphs.toml").agent
+    assert (main.name, main.seeds, main.horizon, main.record_every) == ("dp_tree_12", 5, 10000,
+                                                                         250)
+    assert (lin.horizon, lin.record_every, lin.algorithm_names) == (1000, 250, ("linucb",))
+    assert main.algorithm_names == pgd.algorithm_names == ("lazy", "lazy_own", "async_lazy")
+    assert (main.agent.solver, main.agent.dp_exact_ties) == ("dp", False)  # tree: level plan
+    assert pgd.agent.solver == "pgd"
+    for key in ("pgd_starts", "pgd_steps", "pgd_lr", "pgd_optimizer", "pgd_include_current"):
+        assert getattr(pgd.agent, key) == getattr(large, key), key
+    assert pgd.problem == main.problem and pgd.agent.lambda_reg == main.agent.lambda_reg
+    ring = load_config(_write(tmp_path, "r", dp_scale.scale_configs(
+        "ring", 12, 5, 90, 30, pgd=False)["dp_ring_12"]))
+    assert ring.agent.dp_exact_ties and ring.record_every == 2  # largest divisor of 90 <= 2
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+TINY = ["--families", "ring", "tree", "--k", "10", "--seeds", "3", "--horizon", "20",
+        "--linucb-horizon", "10", "--pgd-max-k", "10"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dp_scale")
+    assert dp_scale.main(["--out", str(out), *TINY]) == 0
+    return out
+
+
+def _ratio(a, b):  # ratio of means, delta-method standard error (written out again)
+    r = a["mean"] / b["mean"]
+    return r, r * math.sqrt((a["stderr"] / a["mean"]) ** 2 + (b["stderr"] / b["mean"]) ** 2)
+
+
+def test_driver_table_is_the_runs_summaries(tiny_run):
+    out = tiny_run
+    res = json.loads((out / "dp_scale.json").read_text())
+    md = (out / "dp_scale.md").read_text()
+    assert md.startswith(f"Command: `python -m gsjax.paper.dp_scale --out {out} "
+                         "--families ring tree --k 10 --seeds 3 --horizon 20 --linucb-horizon 10 "
+                         "--pgd-max-k 10`")
+    assert (out / "dp_scale.png").stat().st_size > 0
+    assert list(res["families"]) == ["ring", "tree"]
+    for family, (row,) in res["families"].items():
+        s = read_json(out / f"dp_{family}_10" / "summary.json")["algorithms"]
+        lin = read_json(out / f"dp_{family}_10_linucb" / "summary.json")["algorithms"]["linucb"]
+        pgd = read_json(out / f"dp_{family}_10_pgd" / "summary.json")["algorithms"]
+        assert (row["k"], row["seeds"], row["horizon"]) == (10, 3, 20)
+        assert row["exact_ties"] == (family == "ring")
+        assert load_config(out / "configs" / f"dp_{family}_10.toml").agent.dp_exact_ties == (
+            family == "ring")
+        cells = []
+        for a in ("lazy", "lazy_own", "async_lazy"):
+            for key in ("total_updates", "movement_cost", "prediction_regret"):
+                assert row["algorithms"][a][key] == s[a][key]
+            assert row["algorithms"][a]["seconds_per_seed"] == s[a]["run_seconds"] / 3
+        for waste, key in (("waste_updates", "total_updates"), ("waste_movement", "movement_cost")):
+            for a in ("lazy", "lazy_own"):
+                r, se = _ratio(s[a][key], s["async_lazy"][key])
+                assert row[waste][a]["mean"] == pytest.approx(r, rel=1e-12)
+                assert row[waste][a]["stderr"] == pytest.approx(se, rel=1e-12)
+                cells.append(f"{r:.2f} ± {se:.2f}")
+        assert row["linucb"]["horizon"] == 10
+        assert row["linucb"]["total_updates"] == lin["total_updates"]
+        assert row["linucb"]["prediction_regret"] == lin["prediction_regret"]
+        for a in ("lazy", "lazy_own", "async_lazy"):
+            for key in ("prediction_regret", "movement_cost"):
+                d = row["pgd_minus_dp"][a][key]
+                assert d["mean"] == pytest.approx(pgd[a][key]["mean"] - s[a][key]["mean"],
+                                                  abs=1e-9)
+                assert d["stderr"] == pytest.approx(math.sqrt(
+                    pgd[a][key]["stderr"] ** 2 + s[a][key]["stderr"] ** 2), rel=1e-12)
+        (line,) = [ln for ln in md.splitlines() if ln.startswith("| 10 | 3 × 20 |")
+                   and f"| {lin['prediction_regret']['mean']:.1f} ±" in ln]
+        u = s["async_lazy"]["total_updates"]
+        assert f"| {u['mean']:.0f} ± {u['stderr']:.0f} |" in line
+        assert f"| {cells[0]}, {cells[1]} | {cells[2]}, {cells[3]} |" in line
+
+
+def test_driver_reads_finished_runs(tiny_run, monkeypatch, tmp_path):
+    before = (tiny_run / "dp_scale.json").read_text()
+
+    def fail(*a, **k):
+        raise AssertionError("a finished run was run again")
+
+    monkeypatch.setattr(dp_scale, "run_config", fail)
+    assert dp_scale.main(["--out", str(tiny_run), *TINY]) == 0
+    assert (tiny_run / "dp_scale.json").read_text() == before
+    # a finished run of another config in the folder is refused, not mixed in
+    other = [a if a != "3" else "4" for a in TINY]
+    assert dp_scale.main(["--out", str(tiny_run), *other]) == 2
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--families", "ring", "wheel"], "--families"),
+    (["--families", "ring", "grid", "--k", "12", "10"], "--k"),
+    (["--families", "chain", "--k", "2"], "--k"),
+    (["--families", "ring", "--seeds", "0"], "--seeds"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch, argv, field):
+    monkeypatch.setattr(dp_scale, "run_config", lambda *a, **k: pytest.fail("ran"))
+    assert dp_scale.main(["--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}:") and err.count("\n") == 1
+    with pytest.raises(ConfigError):
+        dp_scale.family_config("grid", 10)
