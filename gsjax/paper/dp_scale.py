@@ -387,6 +387,7 @@ def plot(result: dict, path) -> Path:
         ax.set_ylabel(f"waste in {what}: global / async")
     axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle("global lazy vs async with the exact solver (issue 17)")
+    fig.tight_layout()
     return _save(fig, Path(path))
 
 
