@@ -43,7 +43,8 @@ from gsjax.plotting import _plt, _save
 from gsjax.results import read_json, write_json, write_text
 
 __all__ = ["FAMILIES", "GRAPHS", "FAMILY_ABOUT", "tree_edges", "family_config", "check_sizes",
-           "default_sizes", "scale_configs", "run_family", "run_all", "table", "plot", "report_section", "main"]
+           "default_sizes", "scale_configs", "run_family", "run_all", "table", "plot",
+           "report_section", "main"]
 
 FAMILIES = ("chain", "ring", "tree", "grid")
 DEFAULT_K = (10, 100, 1000, 10000)
