@@ -192,7 +192,12 @@ def test_make_structure_good_input_unchanged():
                              rff_dim=1)
     st = P.make_structure(blocks32(), "rff", "correlated", rff_dim=5)
     assert st == P.Structure(num_coords=6, num_criteria=3, scope_size=2, feature_dim=5,
-                             features="rff", noise="correlated", disjoint=True, rff_dim=5)
+                             features="rff", noise="correlated", disjoint=True, rff_dim=5,
+                             contiguous=True)  # the blocks are arange(6).reshape(3, 2)
+    # disjoint blocks in another order are read by a gather, not a reshape
+    shuffled = Scopes(np.array([[2, 3], [0, 1], [4, 5]], np.int32), np.ones((3, 2), bool), 6)
+    st = P.make_structure(shuffled, "linear", "independent")
+    assert st.disjoint and not st.contiguous
     # rff_dim is only read (and checked) for rff features
     assert P.make_structure(blocks32(), "linear", "independent", rff_dim=0).rff_dim == 1
 
