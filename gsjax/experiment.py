@@ -376,7 +376,8 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             log(f"the checkpoint was written by {ck['processes']} process(es), this run has "
                 f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
-    with _Saver() as saver, distributed.flush_before_exit(saver.drain):
+    saver = _Saver()  # its drain stays registered until its last write is done or cut off
+    with distributed.flush_before_exit(saver.drain), saver:
         for name, horizon, chunk, run in jobs:
             if name in done:
                 continue
@@ -406,14 +407,15 @@ class _Saver:
     non-finite chunk still leaves the chunk before it saved). A kill at any moment leaves the
     previous checkpoint or the new one (the write is atomic)."""
 
+    _pending = _last = None
+
     def __enter__(self):
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "gsjax-checkpoint")
-        self._pending = None
         return self
 
     def submit(self, fn, *args, **kwargs) -> None:
         self.wait()
-        self._pending = self._pool.submit(fn, *args, **kwargs)
+        self._pending = self._last = self._pool.submit(fn, *args, **kwargs)
 
     def wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -422,10 +424,12 @@ class _Saver:
 
     def drain(self, timeout: float = 600.0) -> None:
         """Let the write in flight finish (from another thread, at most ``timeout`` seconds;
-        its error is the writer's to report): a process about to leave keeps its last chunk."""
-        pending = self._pending
-        if pending is not None:
-            concurrent.futures.wait([pending], timeout=timeout)
+        its error is the writer's to report): a process about to leave keeps its last chunk.
+        The last write, not ``_pending``: the main thread may be waiting for it already (an
+        error in a collective when a peer died), which clears ``_pending``."""
+        last = self._last
+        if last is not None:
+            concurrent.futures.wait([last], timeout=timeout)
 
     def __exit__(self, *exc):
         try:

@@ -426,13 +426,19 @@ def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
 
 def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
                  record_every: int = 1, problem_per_seed: bool = False, compact: bool = False,
-                 buffer: int = 8, grid: bool = False):
+                 buffer: int = 8, grid: bool = False, shard: bool = False):
     """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk.
 
     ``init_fn(keys, problem, params) -> carry`` and
     ``chunk_fn(carry, t0, keys, problem, params, move_cost) -> (carry, records)`` for rounds
     ``t0+1 .. t0+chunk_rounds``; ``t0`` is traced, so ONE compiled ``chunk_fn`` serves every
     chunk. Keys come from the round index, so any chunking gives the unchunked numbers.
+
+    ``shard`` (the seeds split over every device, :func:`seed_batch`): a compacted chunk runs
+    under ``shard_map``, each device compacting and solving its own seeds (``buffer`` per
+    device). Seeds do not interact, so this is the same per-seed arithmetic with no traffic
+    between devices; left to jit's partitioner, the gather of the re-optimising seeds crossed
+    devices (section7_2 lazy, 1024 seeds, 2 CPU devices: 3.4x slower than one device).
     """
     check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
     check_rounds(record_every, "record_every", "make_chunked")
@@ -460,7 +466,29 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
     if grid:
         init = jax.vmap(init, in_axes=(None, None, 0))
         chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0))
+    if shard and compact:
+        chunk = _per_device(chunk, problem_per_seed, grid)
     return jax.jit(init), jax.jit(chunk)
+
+
+def _per_device(chunk, problem_per_seed: bool, grid: bool):
+    """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds."""
+    seeds = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
+    by_seed, shared = PartitionSpec("seeds"), PartitionSpec()
+    mesh = _by_seed(shared).mesh
+
+    def run(carry, t0, keys, problem, params, move_cost):
+        pspec = shared
+        if problem_per_seed:
+            pspec = Problem(*(None if v is None else jax.tree_util.tree_map(
+                lambda _, ax=ax: shared if ax is None else by_seed, v)
+                for v, ax in zip(problem, seed_axes(problem))))
+        return jax.shard_map(chunk, mesh=mesh,
+                             in_specs=(seeds, shared, by_seed, pspec, shared, shared),
+                             out_specs=(seeds, seeds), check_vma=False,
+                             )(carry, t0, keys, problem, params, move_cost)
+
+    return run
 
 
 def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record_every: int = 1,
@@ -658,7 +686,7 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
     over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
     changes a number. ``compact=None`` chooses :func:`advance_compact` for algorithms with a
     ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
-    ``max(2, seeds // 16)``. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
+    ``max(2, seeds // 16)`` per device. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
     grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
 
     The rounds run chunk by chunk in :func:`drive`: ``chunk_rounds`` (default the whole
@@ -671,11 +699,13 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
     batch = seed_batch(root_key, seed_ids, problem, problem_per_seed, shard)
     if compact is None:
         compact = not algo.always_solves
+    per_device = int(batch.seed_ids.shape[0]) // (jax.device_count() if batch.shard else 1)
     if buffer is None:
-        buffer = max(2, int(batch.seed_ids.shape[0]) // 16)
+        buffer = max(2, per_device // 16)
     chunk_rounds = check_chunk(chunk_rounds, horizon, record_every)
     init_fn, chunk_fn = make_chunked(
-        algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid
+        algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid,
+        batch.shard,
     )
     move_cost = jnp.asarray(move_cost, problem.dtype)
     carry, records, compile_s, run_s = drive(
