@@ -4,8 +4,9 @@
 ARGS...`` runs ``gsjax ARGS...`` (:func:`gsjax.__main__.main`) in this process, except that
 
 * ``--die-at-chunk K``: the process kills itself (SIGKILL, no clean-up) when chunk K of the run
-  begins to gather its results, i.e. after chunk K-1's checkpoint and before the others can
-  finish chunk K: a process lost mid-run, at a moment the test knows;
+  begins to gather its results (after DIE_DELAY seconds, so that the others have chunk K-1's
+  gathers), i.e. after chunk K-1's checkpoint and before the others can finish chunk K: a
+  process lost mid-run, at a moment the test knows;
 * ``--code-version V``: the process reports code version V at start-up, as a process running
   another gsjax would;
 * ``--slow-save-at R``: the checkpoint of round R takes :data:`SLOW_SAVE` seconds to write (a
@@ -23,6 +24,7 @@ from gsjax import __main__ as gsjax_main
 from gsjax import checkpoint, distributed
 
 SLOW_SAVE = 20.0  # seconds; twice tests/test_distributed.py's heartbeat
+DIE_DELAY = 5.0  # seconds between chunk K's first gather and the kill
 
 
 def main(argv: list[str]) -> int:
@@ -52,6 +54,9 @@ def main(argv: list[str]) -> int:
 
         def host(tree):
             if calls[0] == per_chunk * (die_at - 1):
+                # a gather returns on one process before the other has its data: let the
+                # others finish chunk K-1's gathers (and submit its checkpoint) first
+                time.sleep(DIE_DELAY)
                 os.kill(os.getpid(), signal.SIGKILL)
             calls[0] += 1
             return real(tree)
