@@ -471,6 +471,16 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
     return jax.jit(init), jax.jit(chunk)
 
 
+def _problem_layout(problem: Problem, per_seed: bool, by_seed, shared):
+    """Where ``problem`` lives on the seed mesh: ``shared`` for a shared problem and for the
+    fields a per-seed problem keeps once, ``by_seed`` for its per-seed fields (shardings or
+    partition specs alike)."""
+    if not per_seed:
+        return shared
+    return Problem(*(jax.tree_util.tree_map(lambda _, ax=ax: shared if ax is None else by_seed, v)
+                     for v, ax in zip(problem, seed_axes(problem))))
+
+
 def _per_device(chunk, problem_per_seed: bool, grid: bool):
     """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds."""
     seeds = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
@@ -478,11 +488,7 @@ def _per_device(chunk, problem_per_seed: bool, grid: bool):
     mesh = _by_seed(shared).mesh
 
     def run(carry, t0, keys, problem, params, move_cost):
-        pspec = shared
-        if problem_per_seed:
-            pspec = Problem(*(None if v is None else jax.tree_util.tree_map(
-                lambda _, ax=ax: shared if ax is None else by_seed, v)
-                for v, ax in zip(problem, seed_axes(problem))))
+        pspec = _problem_layout(problem, problem_per_seed, by_seed, shared)
         return jax.shard_map(chunk, mesh=mesh,
                              in_specs=(seeds, shared, by_seed, pspec, shared, shared),
                              out_specs=(seeds, seeds), check_vma=False,
@@ -553,9 +559,8 @@ def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
     if shard:  # the seed axis split over the devices; a shared problem (field) replicated
         by_seed, replicated = _by_seed(PartitionSpec("seeds")), _by_seed(PartitionSpec())
         keys = distributed.place(keys, by_seed)
-        problem = distributed.place(problem, Problem(*(
-            jax.tree_util.tree_map(lambda _: replicated if ax is None else by_seed, v)
-            for v, ax in zip(problem, seed_axes(problem)))) if problem_per_seed else replicated)
+        problem = distributed.place(
+            problem, _problem_layout(problem, problem_per_seed, by_seed, replicated))
     return SeedBatch(seed_ids, keys, problem, num, bool(shard))
 
 
@@ -686,8 +691,8 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
     over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
     changes a number. ``compact=None`` chooses :func:`advance_compact` for algorithms with a
     ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
-    ``max(2, seeds // 16)`` per device. ``grid=True``: ``params`` leaves and ``move_cost`` have a leading
-    grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
+    ``max(2, seeds // 16)`` per device. ``grid=True``: ``params`` leaves and ``move_cost`` have
+    a leading grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
 
     The rounds run chunk by chunk in :func:`drive`: ``chunk_rounds`` (default the whole
     horizon) must divide ``horizon`` and be a multiple of ``record_every``; ``progress``,

@@ -39,6 +39,7 @@ from gsjax.config import (ConfigError, config_hash, dict_hash, find_config, load
                           parse_config)
 from gsjax.experiment import run_config
 from gsjax.paper._common import pm, ratio, script_section
+from gsjax.paper.large_graphs import stiffness
 from gsjax.plotting import _plt, _save
 from gsjax.results import read_json, write_json, write_text
 
@@ -120,7 +121,7 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
                                         f"{', '.join(_TABLES)}")
     if solver not in ("dp", "pgd"):
         raise ConfigError("solver", f"must be 'dp' or 'pgd'; got {solver!r}")
-    lam = np.exp(np.random.default_rng(0).uniform(np.log(0.01), np.log(2.0), k))
+    lam = stiffness(k, 0.01, 2.0, 0)
     if family == "grid":
         graph = f'graph = "grid"\ngrid_shape = [{k // 4}, 4]'
     elif family == "chain":
