@@ -369,6 +369,7 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
     writer = distributed.is_writer()
     if folder is not None and writer:  # the folder is ours now: a killed write's temporary
         results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)  # files go
+        results.remove_orphan_tmps_in(Path(folder) / checkpoint.PARTS, (".npz",))
     if ck is not None and log is not None:
         log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
             f"{ck['current']} at round {ck['rounds_done']}")
@@ -376,6 +377,7 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             log(f"the checkpoint was written by {ck['processes']} process(es), this run has "
                 f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
+    parts = checkpoint.Parts.of(ck)  # what the checkpoints stand on (the writer thread's)
     saver = _Saver()  # its drain stays registered until its last write is done or cut off
     with distributed.flush_before_exit(saver.drain), saver:
         for name, horizon, chunk, run in jobs:
@@ -390,7 +392,7 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
 
                 def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
                     if writer:
-                        saver.submit(checkpoint.save, folder, digest, seed_start, finished,
+                        saver.submit(parts.save, folder, digest, seed_start, finished,
                                      name, leaves, rounds, records,
                                      processes=distributed.process_count())
 
@@ -441,17 +443,12 @@ class _Saver:
 
 def _load_checkpoint(folder, result, types):
     """:func:`gsjax.checkpoint.load`, its damage a one-line ``<resume>`` error; in a
-    multi-process run process 0 reads the file and sends it to the others."""
-
-    def read():
-        path = Path(folder) / checkpoint.FILENAME
-        return path.read_bytes() if path.is_file() else None
-
+    multi-process run process 0 reads the files and sends them to the others."""
     try:
         session = distributed.current()
         if session is None:
             return checkpoint.load(folder, result, types)
-        data = distributed.from_writer(session, "checkpoint", read)
+        data = distributed.from_writer(session, "checkpoint", lambda: checkpoint.pack(folder))
         return None if data is None else checkpoint.load(folder, result, types, data=data)
     except checkpoint.Unreadable as e:
         raise ConfigError("<resume>", str(e)) from None
@@ -846,8 +843,8 @@ def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log
 
 def remove_run(folder) -> list[Path]:
     """Delete the files a run wrote in ``folder`` (``config.json``, ``summary.json``,
-    ``arrays.npz``, the figures its summary names, the checkpoint); other files stay. Returns
-    the paths deleted."""
+    ``arrays.npz``, the figures its summary names, the checkpoint and its parts); other files
+    stay. Returns the paths deleted."""
     out = Path(folder)
     try:
         figures = [Path(f).name for f in read_json(out / "summary.json")["meta"]["figures"]]
@@ -859,6 +856,9 @@ def remove_run(folder) -> list[Path]:
         if path.is_file():
             path.unlink()
             removed.append(path)
+    if (out / checkpoint.PARTS).is_dir():
+        checkpoint.remove(out)
+        removed.append(out / checkpoint.PARTS)
     return removed
 
 

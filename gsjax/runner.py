@@ -604,9 +604,10 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
     are compiled once; sharded, the carry keeps one sharding. After each chunk
     ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
-    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, records_so_far)``
-    gets host copies and ``progress(rounds_done, horizon)`` is called;
-    ``start=(carry_leaves, rounds_done, records_so_far)`` continues there. Returns ``(carry,
+    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, chunk_records)``
+    gets host copies (the chunk's records only) and ``progress(rounds_done, horizon)`` is
+    called; ``start=(carry_leaves, rounds_done, records_so_far)`` continues there (the records
+    so far as a list of pieces in round order, e.g. the chunks' records). Returns ``(carry,
     records, compile_seconds, run_seconds)``: host records joined on the round axis (1, or 2
     under a grid), padding seeds included.
     """
@@ -645,7 +646,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         carry = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         if batch.shard:
             carry = distributed.place(carry, c_shard)
-        pieces = [so_far] if done else []
+        pieces = list(so_far) if done else []
         t1 = time.perf_counter()
     t2 = time.perf_counter()
     # Lowered on the real carry, so the chunk is compiled for its shardings too.
@@ -654,12 +655,10 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     t3 = time.perf_counter()
 
     def finish(carry, rec, rounds):  # a finished chunk's host work
-        nonlocal pieces
         _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
         pieces.append(distributed.host(rec))
         if on_chunk is not None:
-            pieces = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)]
-            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[0])
+            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[-1])
         if progress is not None:
             progress(rounds, horizon)
 

@@ -308,7 +308,8 @@ def damaged(draw, good: bytes):
 
 
 def _files(folder) -> dict:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 RUN = """

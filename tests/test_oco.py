@@ -393,7 +393,8 @@ def test_chunked_and_resumed_sweeps_equal_the_whole_one(x64, loss, targets):
                            on_chunk=lambda leaves, done, rec: saved.append((leaves, done, rec)))
     assert [s[1] for s in saved] == [10, 20, 30, 40, 50, 60]
     ran = []
-    resumed = runner.sweep(*args, chunk_rounds=10, start=saved[2],  # after round 30
+    leaves, done, _ = saved[2]  # after round 30; on_chunk hands each chunk's records
+    resumed = runner.sweep(*args, chunk_rounds=10, start=(leaves, done, [s[2] for s in saved[:3]]),
                            progress=lambda done, total: ran.append(done))
     assert ran == [40, 50, 60]
     for other in (chunked, resumed):

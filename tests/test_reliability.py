@@ -71,7 +71,9 @@ def _stopped(tmp_path, chunk_rounds: int, stop_at: int):
 
 
 def _files(folder):
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+    """Every file under ``folder`` (the checkpoint's parts too): bytes and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _same_arrays(a_dir, b_dir):
@@ -123,6 +125,16 @@ def test_damaged_checkpoint_or_config_is_one_line_and_changes_nothing(tmp_path, 
             assert _files(out) == before, (kind, argv)
 
     (out / checkpoint.FILENAME).write_bytes(good)
+    # a part the checkpoint names, damaged or missing: the same one line, nothing changed
+    part = out / checkpoint.PARTS / checkpoint.meta(out)["parts"]["records"][-1]
+    kept = part.read_bytes()
+    for data in (kept[: len(kept) // 2], None):
+        part.unlink() if data is None else part.write_bytes(data)
+        before = _files(out)
+        err = _refused(capsys, ["run", "--resume", str(out), "--quiet"],
+                       f"{out / checkpoint.FILENAME} cannot be read", part.name, "delete")
+        assert _files(out) == before, err
+    part.write_bytes(kept)
     config = (out / "config.json").read_bytes()
     for data in (config[: len(config) // 2], b"", b"[1, 2]"):
         (out / "config.json").write_bytes(data)

@@ -244,3 +244,47 @@ def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config, comp
     _assert_same_arrays(ref, out)
     meta = json.loads((out / "summary.json").read_text())["meta"]
     assert meta["seed_range"] == {"start": 2, "stop": 8}
+
+
+def test_parts_are_written_once_and_a_one_file_checkpoint_still_resumes(tmp_path, capsys,
+                                                                        tiny_config, compile_cache):
+    """A checkpoint names one records part per chunk of the current run (each holding that
+    chunk's rounds only) and a result part per finished run; the finished run's chunk parts are
+    gone. The one-file layout of gsjax before the parts (everything in ``checkpoint.npz``),
+    written here from the loaded checkpoint, resumes to the uninterrupted run's arrays."""
+    import json
+
+    from gsjax import checkpoint, cli
+    from gsjax.results import flatten, write_npz
+
+    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
+    parts = checkpoint.meta(out)["parts"]
+    assert list(parts["completed"]) == ["linucb"] and len(parts["records"]) == 2
+    on_disk = sorted(p.name for p in (out / checkpoint.PARTS).iterdir())
+    assert on_disk == sorted([*parts["completed"].values(), *parts["records"]])
+    ck = checkpoint.load(out)
+    with np.load(ref / "arrays.npz") as a:  # the two chunks: rounds 1-10 and 11-20 of lazy
+        whole = {f: a[f"lazy/{f}"] for f in ck["records"][0]._fields}
+    every = ck["records"][0].cum_regret.shape[1]
+    for i, piece in enumerate(ck["records"]):
+        for f, v in piece._asdict().items():
+            np.testing.assert_array_equal(v, whole[f][:, i * every:(i + 1) * every], err_msg=f)
+
+    # the same checkpoint in one file, as gsjax wrote it before the parts
+    arrays = {f"current/carry/{i:05d}": x for i, x in enumerate(ck["carry_leaves"])}
+    records = type(ck["records"][0])(*[None if v[0] is None else np.concatenate(v, axis=1)
+                                       for v in zip(*ck["records"])])
+    arrays.update(flatten("current/records", records))
+    for name, res in ck["completed"].items():
+        for f in ("totals", "records", "final"):
+            arrays.update(flatten(f"completed/{name}/{f}", getattr(res, f)))
+    meta = checkpoint.meta(out)
+    del meta["parts"]
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    checkpoint.remove(out)
+    write_npz(out / checkpoint.FILENAME, arrays, compress=False)
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(out), "--chunk", "10"]) == 0
+    assert f"resuming from {out}: linucb done, lazy at round 20" in capsys.readouterr().out
+    assert not (out / checkpoint.FILENAME).exists() and not (out / checkpoint.PARTS).exists()
+    _assert_same_arrays(ref, out)
