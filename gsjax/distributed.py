@@ -376,13 +376,13 @@ def code_version() -> str:
 
 
 _NAMES = {"config_hash": "config hash", "seed_start": "first seed", "chunk": "--chunk",
-          "code": "code"}
+          "buffer": "--buffer", "code": "code"}
 
 
 def agree(session: Session | None, identity: dict, error: str | None = None,
           timeout: float = 600.0) -> None:
-    """Every process's ``identity`` (config hash, seed range, chunk, code version: JSON values)
-    and ``error`` (its refusal of the run, one line, or None) are exchanged; raises
+    """Every process's ``identity`` (config hash, seed range, chunk, buffer, code version: JSON
+    values) and ``error`` (its refusal of the run, one line, or None) are exchanged; raises
     :class:`Refused` on every process, with the same line, when a process refused or differs
     from process 0. Nothing happens without a session."""
     if session is None:

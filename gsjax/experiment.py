@@ -478,6 +478,7 @@ def run_experiment(
     chunk_rounds: int | None = None,
     progress=None,
     checkpoint_dir=None,
+    buffer: int | None = None,
 ) -> ExperimentResult:
     """Run every algorithm entry of ``cfg`` over global seed ids
     ``seed_start .. seed_start + cfg.seeds - 1``.
@@ -485,7 +486,9 @@ def run_experiment(
     ``built``: a :func:`build` result to reuse (then its ``seed_start`` counts); ``log``: a
     ``print``-like callable, one line per algorithm; ``chunk_rounds``: rounds per compiled chunk
     (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
-    ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`.
+    ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`; ``buffer``: the compacted
+    sweeps' solver buffer per device (:func:`gsjax.runner.sweep`), the numbers do not depend on
+    it either.
     """
     fixed_chunk = chunk_rounds is not None
     if chunk_rounds is None:
@@ -497,7 +500,7 @@ def run_experiment(
     def run(ba, **hooks):
         res = sweep(root, seed_ids, ba.algo, built.structure, built.problem, ba.params,
                     ba.move_cost, cfg.horizon, cfg.record_every, built.problem_per_seed,
-                    grid=bool(cfg.grid), **hooks)
+                    grid=bool(cfg.grid), buffer=buffer, **hooks)
         if log is None:
             return res
         t, timing = res.totals, f"compile {res.compile_seconds:.1f}s, run {res.run_seconds:.1f}s"
@@ -892,12 +895,13 @@ def run_folder(out_dir, config: dict, checkpoints: bool = True):
 
 def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
                seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
-               checkpoints: bool = True) -> dict:
+               checkpoints: bool = True, buffer: int | None = None) -> dict:
     """Run a validated config into a folder (:func:`run_folder`, :func:`write_results`);
     returns the summary.
 
     ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders.
+    ranges and ``gsjax merge`` combines their folders. ``chunk_rounds``, ``buffer``: as
+    :func:`run_experiment`.
     """
     t0 = time.perf_counter()
     built = build(cfg, seed_start)
@@ -906,7 +910,7 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
             f"{built.structure.num_criteria} criteria over {built.structure.num_coords} "
             "coordinates")
         res = run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds, progress=progress,
-                             checkpoint_dir=ck_dir)
+                             checkpoint_dir=ck_dir, buffer=buffer)
         return write_results(res, out, log=log, figures=figures,
                              extra_meta={"wall_seconds": time.perf_counter() - t0,
                                          "seed_start": seed_start, **distributed.meta()})

@@ -100,6 +100,7 @@ def test_overrides_from_the_command_line(tmp_path):
         (["--seed-start", "-1"], "--seed-start"),
         # issue 18 item 6: seed ids past uint32 (2**32 - 1) would wrap in the runner
         (["--seeds", "2", "--seed-start", str(2**32 - 1)], "--seed-start"),
+        (["--buffer", "0"], "--buffer"),
     ],
 )
 def test_bad_input_exits_2_with_the_field_named(tmp_path, capsys, args, needle):
@@ -320,3 +321,29 @@ def test_version_and_list(capsys):
         assert line.split()[0] == path.stem
         assert " ".join(words[:4]) in " ".join(line.split()[1:]), line
         assert len(line) <= 100
+
+
+def test_buffer_changes_no_number(tmp_path, tiny_config, capsys):
+    """``--buffer`` (the seeds solved at once per device in a lazy or async sweep) leaves every
+    array equal: one seed at a time, and all of them at once, against the default; an OCO
+    config refuses it in one line."""
+    cfg = tiny_config(seeds=5, algorithms={"lazy": {}, "lazy_own": {"algorithm": "lazy",
+                                                                     "reference": "own"},
+                                           "async_lazy": {}})
+    outs = {}
+    for b in (None, 1, 5):
+        out = tmp_path / f"b{b}"
+        extra = [] if b is None else ["--buffer", str(b)]
+        assert cli.main(["run", str(cfg), "--out", str(out), "--quiet", *extra]) == 0
+        with np.load(out / "arrays.npz") as z:
+            outs[b] = {k: z[k] for k in z.files}
+    assert sum(int(v.sum()) for k, v in outs[None].items() if k.endswith("reoptimisations")) > 0
+    for b in (1, 5):
+        assert sorted(outs[b]) == sorted(outs[None])
+        for k in outs[None]:
+            np.testing.assert_array_equal(outs[b][k], outs[None][k], err_msg=f"{b} {k}")
+    capsys.readouterr()
+    assert cli.main(["run", "section6_rates", "--out", str(tmp_path / "oco"), "--quiet",
+                     "--buffer", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --buffer") and err.count("\n") == 1

@@ -216,10 +216,16 @@ def _record_every(horizon: int) -> int:
     return every
 
 
-def _run(text: str, out: Path, name: str, log) -> dict:
+#: From this k on, the lazy and async runs solve every seed at once (``--buffer`` = seeds): most
+#: seeds re-optimise in most rounds there (1.44x at k = 10^3, docs/how-to/long-runs.md); below,
+#: the default buffer (a 16th of the seeds). The numbers do not depend on it.
+ALL_AT_ONCE_K = 1000
+
+
+def _run(text: str, out: Path, name: str, log, buffer: int | None = None) -> dict:
     """Run the config ``text`` into ``OUT/NAME``, written first to ``OUT/configs/NAME.toml``; a
     finished run of the same config there is read, not rerun (one of another config is refused
-    before anything is written)."""
+    before anything is written). ``buffer``: :func:`gsjax.experiment.run_config`'s."""
     cfg = parse_config(tomllib.loads(text))
     folder = out / name
     finished = (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists()
@@ -236,7 +242,7 @@ def _run(text: str, out: Path, name: str, log) -> dict:
         log(f"-- {name}: finished, read from {folder}")
         return read_json(folder / "summary.json")
     log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
-    return run_config(cfg, folder, log=log, figures=False)
+    return run_config(cfg, folder, log=log, figures=False, buffer=buffer)
 
 
 _KEYS = ("prediction_regret", "movement_cost", "total_regret", "total_updates",
@@ -279,7 +285,8 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     """The runs of one (family, k); returns its row of ``dp_scale.json``."""
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
-    main = _run(texts[name], out, name, log)
+    buffer = seeds if k >= ALL_AT_ONCE_K else None
+    main = _run(texts[name], out, name, log, buffer)
     lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log)
     row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
            "exact_ties": family not in LEVEL_PLAN,
@@ -291,7 +298,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     row["waste_movement"] = {r: ratio(g[r]["movement_cost"], g["async_lazy"]["movement_cost"])
                              for r in ("lazy", "lazy_own")}
     if pgd:
-        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log)
+        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer)
         row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
                                    for key in ("prediction_regret", "movement_cost")}
                                for a in LAZY}
