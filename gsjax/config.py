@@ -239,13 +239,16 @@ class _Record:
     """A TOML table with a closed key set. ``_misplaced``: keys of other variants (or fields in
     ``_refused``, which a table may not set) -> where they belong; ``_why``: what the required
     keys are required for; ``_keys``: the TOML keys to list (the fields by default); ``_omit``:
-    fields :func:`config_to_dict` leaves out; ``_check``: the cross-field checks."""
+    fields :func:`config_to_dict` leaves out; ``_when_set``: fields it leaves out at their
+    default (added later: the configs that leave them keep their dicts, hence hashes, and
+    resume the checkpoints of earlier versions); ``_check``: the cross-field checks."""
 
     _misplaced: ClassVar[Mapping[str, str]] = {}
     _refused: ClassVar[tuple[str, ...]] = ()
     _why: ClassVar[str] = ""
     _keys: ClassVar[tuple[str, ...] | None] = None
     _omit: ClassVar[tuple[str, ...]] = ()
+    _when_set: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -289,14 +292,16 @@ class _Record:
 
 
 def _dict(obj: Any) -> Any:
-    """Records as dicts (``None`` fields and ``_omit`` left out), tuples as lists."""
+    """Records as dicts (``None`` fields, ``_omit`` and ``_when_set`` at their default left
+    out), tuples as lists."""
     if isinstance(obj, FactorSpec):
         obj = obj._asdict()
     if isinstance(obj, dict):
         return {key: _dict(v) for key, v in obj.items()}
     if dataclasses.is_dataclass(obj):
         return {f.name: _dict(v) for f in dataclasses.fields(obj)
-                if (v := getattr(obj, f.name)) is not None and f.name not in obj._omit}
+                if (v := getattr(obj, f.name)) is not None and f.name not in obj._omit
+                and not (f.name in obj._when_set and v == f.default)}
     return [_dict(v) for v in obj] if isinstance(obj, tuple) else obj
 
 
@@ -699,6 +704,9 @@ class AgentConfig(_Record):
     pgd_starts: Int(1) = 4
     pgd_optimizer: Literal["sgd", "adam"] = "adam"
     pgd_include_current: Bool = True  # PGD start 0 is the current state (else all uniform)
+    # solver 'pgd' on a graph the DP takes: each solve's residual (summary: max_lcb_residual) is
+    # PGD's LCB above the exact minimum of the same objective (a diagnostic: a DP every solve)
+    pgd_gap: Bool = False
     reference: Literal["global", "own"] = "global"
     trigger_ratio: Float(gt=1.0) = 2.0  # determinant-ratio update trigger
     refresh_every: Int(1) = 1  # refresh period in rounds
@@ -707,6 +715,7 @@ class AgentConfig(_Record):
     # solver 'dp' whose tables would exceed dp_max_table: 'none' refuses the config, 'pgd' runs
     # that entry with the PGD solver instead (summary.json: algorithms.NAME.solver_used)
     dp_fallback: Literal["none", "pgd"] = "none"
+    _when_set = ("pgd_gap",)
     _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
         "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
         "not in [agent])"))

@@ -165,7 +165,7 @@ def _adaptive_options(ac: AgentConfig) -> dict:
 
 
 _SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_include_current",
-                "beta_mode", "reference", "refresh_every")
+                "pgd_gap", "beta_mode", "reference", "refresh_every")
 
 
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str = ""
@@ -186,8 +186,10 @@ def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
     once per (cap, tie rule) and kept in ``plans`` (a refusal too), and ``None``; or, when the
     tables would exceed the cap and ``agent.dp_fallback`` names a solver, ``spec`` with that
     solver and the reason. Otherwise a ConfigError on the solver when the DP does not apply or
-    its tables would be too wide."""
-    ac, field = entry.agent, f"algorithms.{entry.name}.solver"
+    its tables would be too wide. An entry with ``pgd_gap`` (solver 'pgd') gets the plan too,
+    its refusals on ``pgd_gap``, never a fallback."""
+    ac = entry.agent
+    field = f"algorithms.{entry.name}." + ("solver" if spec.solver == "dp" else "pgd_gap")
     key = (ac.dp_max_table, ac.dp_exact_ties)
     if key not in plans:
         try:
@@ -196,6 +198,8 @@ def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
             plans[key] = err
     plan = plans[key]
     too_wide = isinstance(plan, dp.TooWide)
+    if too_wide and spec.pgd_gap:
+        raise ConfigError(field, f"{plan}: the exact minimum PGD is measured against")
     if too_wide and dp_applies(structure, entry.algorithm in NODE_KINDS):
         if ac.dp_fallback != "none":
             return dataclasses.replace(spec, solver=ac.dp_fallback), plan.reason
@@ -246,8 +250,11 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             )
         spec, params = _agent(ac, k, sigma_k, dtype, entry.algorithm)
         fallback = None
-        if spec.solver == "dp":
+        if spec.solver == "dp" or (spec.pgd_gap and spec.solver == "pgd"):
             spec, fallback = _dp_spec(spec, scopes, structure, entry, plans)
+        elif spec.pgd_gap:
+            raise ConfigError(f"algorithms.{entry.name}.pgd_gap",
+                              f"only with solver 'pgd' (this entry's is {spec.solver!r})")
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [

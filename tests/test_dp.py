@@ -607,3 +607,49 @@ def test_more_than_4096_criteria_in_float32(x64):
         lcb64[dtype] = float(np.sum(np.sum(phi * theta, -1) - beta * np.sqrt(
             np.maximum(q, 1e-12))))
     assert lcb64["float32"] <= lcb64["float64"] + 1e-5 * abs(lcb64["float64"]), lcb64
+
+
+def test_pgd_gap_is_pgds_lcb_above_the_brute_force_minimum(x64):
+    """``pgd_gap``: PGD's residual is its LCB above the exact minimum, against float64 NumPy
+    enumeration of every vertex (free coordinates, the others at ``s_init``); a config asks
+    for it on PGD entries only, on graphs the DP takes."""
+    from gsjax.algorithms.kernel import solve_objective
+
+    scopes, structure = _setup("ring12")
+    plan = dp.make_plan(scopes)
+    rng = np.random.default_rng(5)
+    n = scopes.num_coords
+    problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=jnp.float64)
+    gaps = []
+    for trial, steps in enumerate((1, 3, 30)):
+        theta, inv, beta = _terms(rng, scopes, "random")
+        s_init = rng.uniform(size=n)
+        free = np.ones(n, bool) if trial == 0 else rng.uniform(size=n) < 0.7
+        spec = AgentSpec(solver="pgd", pgd_steps=steps, pgd_starts=2, pgd_gap=True, dp_plan=plan)
+        objective = lcb.node_objective(structure, problem, *(jnp.asarray(x) for x in
+                                                              (theta, inv, beta)))
+        params = type("P", (), {"pgd_lr": jnp.asarray(0.05)})()
+        s, value, gap = solve_objective(jax.random.key(trial), spec, params, objective,
+                                        jnp.asarray(s_init), jnp.asarray(free))
+        _, _, low = _brute_force(scopes, theta, inv, beta, s_init, free, 2.0 ** -52)
+        _, at_s, _ = _brute_force(scopes, theta, inv, beta, np.asarray(s), np.zeros(n, bool),
+                                  2.0 ** -52)
+        assert float(value) == pytest.approx(at_s, rel=1e-9, abs=1e-9)
+        assert float(gap) == pytest.approx(at_s - low, rel=1e-9, abs=1e-9)
+        gaps.append(float(gap))
+    assert gaps[0] > 0  # one step lands off the minimum
+
+    base = {"name": "g", "seeds": 2, "horizon": 20, "record_every": 10,
+            "problem": {"structure": "graph", "graph": "chain", "num_nodes": 8},
+            "agent": {"solver": "pgd", "pgd_steps": 2, "pgd_starts": 1, "pgd_gap": True},
+            "algorithms": {"lazy": {}}}
+    built = experiment.build(parse_config(base))
+    assert built.algorithms[0].spec.dp_plan is not None
+    summary = experiment.summarise(experiment.run_experiment(parse_config(base), built,
+                                                             log=None))
+    assert summary["algorithms"]["lazy"]["max_lcb_residual"] > 0
+    for agent, field in (({"solver": "vertex", "pgd_gap": True}, "algorithms.lazy.pgd_gap"),
+                         ({"pgd_gap": True, "dp_max_table": 2}, "algorithms.lazy.pgd_gap")):
+        cfg = parse_config({**base, "agent": {**base["agent"], **agent}})
+        with pytest.raises(ConfigError, match=field):
+            experiment.build(cfg)

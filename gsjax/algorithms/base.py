@@ -142,6 +142,7 @@ class AgentSpec:
     pgd_starts: int = 4
     pgd_optimizer: str = "adam"  # "adam" | "sgd"
     pgd_include_current: bool = True  # PGD start 0 is the current state (else all random)
+    pgd_gap: bool = False  # PGD's residual: its LCB above the DP's exact minimum (needs dp_plan)
     beta_mode: str = "constant"  # "constant" | "oful"
     reference: str = "global"  # global lazy only: "global" | "own"
     refresh_every: int = 1  # recompute V^{-1}, log det V from V every this many rounds

@@ -99,15 +99,19 @@ def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = Fa
         raise ValueError(f"unknown reference {spec.reference!r}; allowed: ('global', 'own')")
     if spec.solver == "vertex" and structure.features != "linear":
         raise ValueError("vertex enumeration is exact only for linear features; use PGD")
-    if spec.solver != "dp":
+    if spec.pgd_gap and spec.solver != "pgd":
+        raise ValueError(f"pgd_gap measures PGD against the DP: only with solver 'pgd', not "
+                         f"{spec.solver!r}")
+    if spec.solver != "dp" and not spec.pgd_gap:
         return
+    what = "solver 'dp'" if spec.solver == "dp" else "pgd_gap (the DP's exact minimum)"
     if not dp_applies(structure, per_criterion):
-        raise ValueError("solver 'dp' needs per-criterion linear features (linucb, lazy, "
+        raise ValueError(f"{what} needs per-criterion linear features (linucb, lazy, "
                          "async_lazy on the linear model); use 'vertex' or 'pgd'")
     plan = spec.dp_plan
     if plan is None or (plan.num_coords, plan.num_criteria, plan.scope_size) != (
             structure.num_coords, structure.num_criteria, structure.scope_size):
-        raise ValueError("solver 'dp': spec.dp_plan must be gsjax.dp.make_plan(scopes) of "
+        raise ValueError(f"{what}: spec.dp_plan must be gsjax.dp.make_plan(scopes) of "
                          "this structure's scopes")
 
 
@@ -125,11 +129,14 @@ def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Ob
         return lcb.minimise_vertices(objective, s_init, free, pick)
     if spec.solver == "dp":
         return dp.minimise(spec.dp_plan, objective, s_init, free, pick)
-    return lcb.minimise_objective_pgd(
+    s, value, residual = lcb.minimise_objective_pgd(
         key, objective.value, s_init, free, num_steps=spec.pgd_steps,
         num_starts=spec.pgd_starts, learning_rate=params.pgd_lr, optimizer=spec.pgd_optimizer,
         include_current=spec.pgd_include_current, pick=pick,
     )
+    if spec.pgd_gap:  # the diagnostic: how far above the exact minimum PGD lands
+        residual = jnp.maximum(value - dp.minimise(spec.dp_plan, objective, s_init, free)[1], 0.0)
+    return s, value, residual
 
 
 def refresh_now(spec: AgentSpec, t):
