@@ -949,3 +949,31 @@ def test_seed_range_fits_the_uint32_seed_ids():
         C.check_seed_range(10, U32 + 2 - 10)
     assert str(ei.value) == (f"--seed-start: seed ids {U32 - 8}..{U32 + 1} exceed {U32} (uint32); "
                              f"need --seed-start <= {U32 - 9}")
+
+
+#: config_hash of the built-in bandit configs as gsjax 391d257 (2026-12-03) computed them: a
+#: field added later with a default that keeps the old behaviour must not change them (its
+#: checkpoints would no longer resume, and finished folders would read as another config's).
+HASHES_391D257 = {
+    'adaptive_graph': '3198c5727bdc163f',
+    'dp_chain': '658ddd4613f2185c',
+    'dp_grid': '287e36393df752d8',
+    'dp_ring': 'ee51847b13feb868',
+    'dp_scale': '37b8ef687d7a6864',
+    'dp_tree': '408516d335c82c02',
+    'example_graph': '10d7907af6a0932a',
+    'figure2_joint': '37e9bba768f5a35e',
+    'large_graphs': '5c2358ccf1894129',
+    'section7_1': '82c5be5045cd7426',
+    'section7_2': '6892e773d4301032',
+    'section7_3': 'b633601eccd8e3f8',
+}
+
+
+def test_hashes_of_the_built_in_configs_are_those_of_earlier_versions():
+    got = {name: config_hash(load_config(name))[:16] for name in HASHES_391D257}
+    assert got == HASHES_391D257
+    # a field written only when set (AgentConfig._when_set) is in the dict, and hashed, then
+    set_ = load_config("section7_2", ["agent.solver=pgd", "agent.pgd_gap=true"])
+    assert config_to_dict(set_)["agent"]["pgd_gap"] is True
+    assert "pgd_gap" not in config_to_dict(load_config("section7_2"))["agent"]
