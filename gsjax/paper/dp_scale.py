@@ -220,7 +220,7 @@ def _record_every(horizon: int) -> int:
 
 
 #: From this k on, the lazy and async runs solve every seed at once (``--buffer`` = seeds): most
-#: seeds re-optimise in most rounds there (1.44x at k = 10^3, docs/how-to/long-runs.md); below,
+#: seeds re-optimise in most rounds there (2.1x at k = 10^3: benchmarks/buffer.py); below,
 #: the default buffer (a 16th of the seeds). The numbers do not depend on it.
 ALL_AT_ONCE_K = 1000
 
