@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gsjax.config import ConfigError, config_hash, load_config
+from gsjax.config import ConfigError, config_hash, dict_hash, load_config
 from gsjax.paper import dp_scale
 from gsjax.results import read_json
 
@@ -47,9 +47,9 @@ def test_driver_config_settings(tmp_path):
     for key in ("pgd_starts", "pgd_steps", "pgd_lr", "pgd_optimizer", "pgd_include_current"):
         assert getattr(pgd.agent, key) == getattr(large, key), key
     assert pgd.problem == main.problem and pgd.agent.lambda_reg == main.agent.lambda_reg
-    ring = load_config(_write(tmp_path, "r", dp_scale.scale_configs(
-        "ring", 12, 5, 90, 30, pgd=False)["dp_ring_12"]))
-    assert ring.agent.dp_exact_ties and ring.record_every == 2  # largest divisor of 90 <= 2
+    grid = load_config(_write(tmp_path, "r", dp_scale.scale_configs(
+        "grid", 12, 5, 90, 30, pgd=False)["dp_grid_12"]))
+    assert grid.agent.dp_exact_ties and grid.record_every == 2  # largest divisor of 90 <= 2
 
 
 def _write(tmp_path, name, text):
@@ -58,8 +58,8 @@ def _write(tmp_path, name, text):
     return path
 
 
-TINY = ["--families", "ring", "tree", "--k", "10", "--seeds", "3", "--horizon", "20",
-        "--linucb-horizon", "10", "--pgd-max-k", "10"]
+TINY = ["--families", "ring", "grid", "--k", "12", "--seeds", "3", "--horizon", "20",
+        "--linucb-horizon", "10", "--pgd-max-k", "12"]
 
 
 @pytest.fixture(scope="module")
@@ -79,18 +79,18 @@ def test_driver_table_is_the_runs_summaries(tiny_run):
     res = json.loads((out / "dp_scale.json").read_text())
     md = (out / "dp_scale.md").read_text()
     assert md.startswith(f"Command: `python -m gsjax.paper.dp_scale --out {out} "
-                         "--families ring tree --k 10 --seeds 3 --horizon 20 --linucb-horizon 10 "
-                         "--pgd-max-k 10`")
+                         "--families ring grid --k 12 --seeds 3 --horizon 20 --linucb-horizon 10 "
+                         "--pgd-max-k 12`")
     assert (out / "dp_scale.png").stat().st_size > 0
-    assert list(res["families"]) == ["ring", "tree"]
+    assert list(res["families"]) == ["ring", "grid"]
     for family, (row,) in res["families"].items():
-        s = read_json(out / f"dp_{family}_10" / "summary.json")["algorithms"]
-        lin = read_json(out / f"dp_{family}_10_linucb" / "summary.json")["algorithms"]["linucb"]
-        pgd = read_json(out / f"dp_{family}_10_pgd" / "summary.json")["algorithms"]
-        assert (row["k"], row["seeds"], row["horizon"]) == (10, 3, 20)
-        assert row["exact_ties"] == (family == "ring")
-        assert load_config(out / "configs" / f"dp_{family}_10.toml").agent.dp_exact_ties == (
-            family == "ring")
+        s = read_json(out / f"dp_{family}_12" / "summary.json")["algorithms"]
+        lin = read_json(out / f"dp_{family}_12_linucb" / "summary.json")["algorithms"]["linucb"]
+        pgd = read_json(out / f"dp_{family}_12_pgd" / "summary.json")["algorithms"]
+        assert (row["k"], row["seeds"], row["horizon"]) == (12, 3, 20)
+        assert row["exact_ties"] == (family == "grid")
+        assert load_config(out / "configs" / f"dp_{family}_12.toml").agent.dp_exact_ties == (
+            family == "grid")
         cells = []
         for a in ("lazy", "lazy_own", "async_lazy"):
             for key in ("total_updates", "movement_cost", "prediction_regret"):
@@ -112,7 +112,7 @@ def test_driver_table_is_the_runs_summaries(tiny_run):
                                                   abs=1e-9)
                 assert d["stderr"] == pytest.approx(math.sqrt(
                     pgd[a][key]["stderr"] ** 2 + s[a][key]["stderr"] ** 2), rel=1e-12)
-        (line,) = [ln for ln in md.splitlines() if ln.startswith("| 10 | 3 × 20 |")
+        (line,) = [ln for ln in md.splitlines() if ln.startswith("| 12 | 3 × 20 |")
                    and f"| {lin['prediction_regret']['mean']:.1f} ±" in ln]
         u = s["async_lazy"]["total_updates"]
         assert f"| {u['mean']:.0f} ± {u['stderr']:.0f} |" in line
@@ -131,6 +131,42 @@ def test_driver_reads_finished_runs(tiny_run, monkeypatch, tmp_path):
     # a finished run of another config in the folder is refused, not mixed in
     other = [a if a != "3" else "4" for a in TINY]
     assert dp_scale.main(["--out", str(tiny_run), *other]) == 2
+
+
+def test_keep_file_carries_finished_runs_to_another_folder(tiny_run, monkeypatch, tmp_path):
+    """--keep: each finished run's table fields go into one JSON with its config hash; a fresh
+    --out (another machine) reads them from it and gives the same table; an entry whose hash
+    does not match its config is run again, not trusted."""
+    keep = tmp_path / "runs.json"
+    assert dp_scale.main(["--out", str(tiny_run), *TINY, "--keep", str(keep)]) == 0
+    kept = read_json(keep)
+    names = [f"dp_{f}_12{x}" for f in ("grid", "ring") for x in ("", "_linucb", "_pgd")]
+    assert sorted(kept) == names
+    for name in names:
+        summary = read_json(tiny_run / name / "summary.json")
+        assert kept[name]["config_hash"] == dict_hash(read_json(tiny_run / name / "config.json"))
+        for a, v in kept[name]["summary"]["algorithms"].items():
+            assert v == {key: summary["algorithms"][a][key] for key in v}
+            assert v["prediction_regret"] == summary["algorithms"][a]["prediction_regret"]
+
+    def fail(*a, **k):
+        raise AssertionError("a kept run was run again")
+
+    monkeypatch.setattr(dp_scale, "run_config", fail)
+    fresh = tmp_path / "fresh"
+    assert dp_scale.main(["--out", str(fresh), *TINY, "--keep", str(keep)]) == 0
+    a, b = (read_json(d / "dp_scale.json") for d in (tiny_run, fresh))
+    assert a["families"] == b["families"]
+    assert (fresh / "dp_scale.md").read_text().split("\n", 1)[1] == (
+        tiny_run / "dp_scale.md").read_text().split("\n", 1)[1]
+    kept["dp_ring_12_linucb"]["config_hash"] = "0" * 16  # a stale entry: run again
+    keep.write_text(json.dumps(kept))
+    ran = []
+    monkeypatch.setattr(dp_scale, "run_config", lambda cfg, *a, **k: ran.append(cfg.name) or
+                        read_json(tiny_run / cfg.name / "summary.json"))
+    assert dp_scale.main(["--out", str(tmp_path / "again"), *TINY, "--keep", str(keep)]) == 0
+    assert ran == ["dp_ring_12_linucb"]
+    assert read_json(keep)["dp_ring_12_linucb"]["config_hash"] != "0" * 16
 
 
 @pytest.mark.parametrize("argv, field", [

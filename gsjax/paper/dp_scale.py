@@ -6,14 +6,15 @@ N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], as ``configs/large_
 
 * ``dp_FAMILY_K``: global lazy (reference "global" and "own") and async lazy with the exact DP
   solver, ``--seeds`` x ``--horizon`` rounds (the level plan, ``dp_exact_ties = false``, on
-  chains and trees; the sequential plan on rings and grids);
+  chains, rings and trees; the sequential plan on grids, whose levels do not shrink);
 * ``dp_FAMILY_K_linucb``: LinUCB alone at ``--linucb-horizon`` (it solves every round);
 * ``dp_FAMILY_K_pgd`` (``k <= --pgd-max-k``): the first run with PGD in place of the DP (the
   settings of ``configs/large_graphs.toml``), reported as pgd minus dp per algorithm.
 
 Each run is written to ``OUT/configs/NAME.toml`` and run into ``OUT/NAME`` by
 :func:`gsjax.experiment.run_config`: an interrupted run resumes from its checkpoint, a finished
-one (``summary.json``) is read. ``record_every`` is the largest divisor of ``--horizon`` at most
+one (``summary.json``) is read, and so is a run in ``--keep``'s file of finished runs (same
+config hash; each run that finishes is added to it). ``record_every`` is the largest divisor of ``--horizon`` at most
 ``horizon // 40`` (250 at T = 10^4). The result: ``OUT/dp_scale.{json,md,png}``.
 
     python -m gsjax.paper.dp_scale --out runs/dp_scale --families chain ring tree grid \
@@ -52,8 +53,10 @@ DEFAULT_K = (10, 100, 1000, 10000)
 #: The lazy and async entries of the scale runs (LinUCB runs apart, at its own horizon).
 LAZY = ("lazy", "lazy_own", "async_lazy")
 #: The families run with the DP's level plan (``dp_exact_ties = false``): 10^4 scan steps a solve
-#: on a chain or a tree otherwise; rings and grids keep the sequential plan.
-LEVEL_PLAN = ("chain", "tree")
+#: otherwise. At 10^4 nodes and 100 objectives the levels solve a ring 2.1x, a tree 5.7x faster
+#: (``python benchmarks/dp.py --levels 10000 --graphs ring chain tree --seeds 100 --repeats 3``);
+#: a chain about as fast. The grid keeps the sequential plan (its levels do not shrink).
+LEVEL_PLAN = ("chain", "ring", "tree")
 
 
 def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
@@ -225,16 +228,27 @@ def _record_every(horizon: int) -> int:
 ALL_AT_ONCE_K = 1000
 
 
-def _run(text: str, out: Path, name: str, log, buffer: int | None = None) -> dict:
+def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
+         keep: Path | None = None) -> dict:
     """Run the config ``text`` into ``OUT/NAME``, written first to ``OUT/configs/NAME.toml``; a
     finished run of the same config there is read, not rerun (one of another config is refused
-    before anything is written). ``buffer``: :func:`gsjax.experiment.run_config`'s."""
+    before anything is written). ``buffer``: :func:`gsjax.experiment.run_config`'s.
+
+    ``keep``: a JSON file of finished runs' results (what the table reads of each summary, by
+    name, with the config hash): a run found there under the same hash is read from it, and a
+    run that finishes is added to it. Small enough to commit, so that a run finished on one
+    machine is not run again on the next (``docs/reproduce/dp_scale/runs.json``)."""
     cfg = parse_config(tomllib.loads(text))
+    digest = config_hash(cfg)
+    kept = read_json(keep) if keep is not None and keep.is_file() else {}
+    if kept.get(name, {}).get("config_hash") == digest:
+        log(f"-- {name}: finished, read from {keep}")
+        return kept[name]["summary"]
     folder = out / name
     finished = (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists()
     if finished:
         try:
-            same = dict_hash(read_json(folder / "config.json")) == config_hash(cfg)
+            same = dict_hash(read_json(folder / "config.json")) == digest
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             same = False
         if not same:
@@ -243,13 +257,26 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None) -> dic
     write_text(out / "configs" / f"{name}.toml", text)
     if finished:
         log(f"-- {name}: finished, read from {folder}")
-        return read_json(folder / "summary.json")
-    log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
-    return run_config(cfg, folder, log=log, figures=False, buffer=buffer)
+        summary = read_json(folder / "summary.json")
+    else:
+        log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
+        summary = run_config(cfg, folder, log=log, figures=False, buffer=buffer)
+    if keep is not None:
+        kept = read_json(keep) if keep.is_file() else {}
+        kept[name] = {"config_hash": digest, "summary": _kept(summary)}
+        write_json(keep, dict(sorted(kept.items())))
+    return summary
 
 
 _KEYS = ("prediction_regret", "movement_cost", "total_regret", "total_updates",
          "total_changes", "compile_seconds", "run_seconds")
+
+
+def _kept(summary: dict) -> dict:
+    """What the table reads of a run's summary: per algorithm, :data:`_KEYS` and, for PGD
+    runs, ``max_lcb_residual``."""
+    return {"algorithms": {a: {key: v[key] for key in (*_KEYS, "max_lcb_residual") if key in v}
+                           for a, v in summary["algorithms"].items()}}
 
 
 def _algo(summary: dict, name: str, seeds: int) -> dict:
@@ -284,13 +311,14 @@ def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon:
 
 
 def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_horizon: int,
-               pgd: bool, log=print) -> dict:
-    """The runs of one (family, k); returns its row of ``dp_scale.json``."""
+               pgd: bool, log=print, keep: Path | None = None) -> dict:
+    """The runs of one (family, k); returns its row of ``dp_scale.json`` (``keep``: see
+    :func:`_run`)."""
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
     buffer = seeds if k >= ALL_AT_ONCE_K else None
-    main = _run(texts[name], out, name, log, buffer)
-    lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log)
+    main = _run(texts[name], out, name, log, buffer, keep)
+    lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log, keep=keep)
     row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
            "exact_ties": family not in LEVEL_PLAN,
            "algorithms": {a: _algo(main, a, seeds) for a in LAZY},
@@ -301,7 +329,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     row["waste_movement"] = {r: ratio(g[r]["movement_cost"], g["async_lazy"]["movement_cost"])
                              for r in ("lazy", "lazy_own")}
     if pgd:
-        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer)
+        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer, keep)
         row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
                                    for key in ("prediction_regret", "movement_cost")}
                                for a in LAZY}
@@ -310,20 +338,22 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     return row
 
 
-def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out) -> str:
+def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep) -> str:
     ks = sorted({k for f in families for k in sizes[f]})
     return (f"python -m gsjax.paper.dp_scale --out {shlex.quote(str(out))} --families "
             f"{' '.join(families)} --k {' '.join(map(str, ks))} --seeds {seeds} --horizon "
-            f"{horizon} --linucb-horizon {linucb_horizon} --pgd-max-k {pgd_max_k}")
+            f"{horizon} --linucb-horizon {linucb_horizon} --pgd-max-k {pgd_max_k}"
+            + ("" if keep is None else f" --keep {shlex.quote(str(keep))}"))
 
 
 def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10000,
-            linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print
+            linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print, keep=None
             ) -> tuple[dict, list[str]]:
     """Every (family, k): ``dp_scale.{json,md,png}`` in ``out``; returns the result and its
     markdown lines (the command first). ``ks``: the sizes of every family (default
-    :func:`default_sizes`)."""
+    :func:`default_sizes`); ``keep``: a JSON file of finished runs (see :func:`_run`)."""
     out = Path(out)
+    keep = None if keep is None else Path(keep)
     families = list(families)
     check_sizes(families, ks or [])
     for key, value in (("--seeds", seeds), ("--horizon", horizon),
@@ -331,12 +361,12 @@ def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10
         if value < 1:
             raise ConfigError(key, f"must be >= 1; got {value}")
     sizes = {f: list(ks) if ks else default_sizes(f) for f in families}
-    command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out)
+    command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep)
     result = {"command": command, "seeds": seeds, "horizon": horizon,
               "linucb_horizon": linucb_horizon, "pgd_max_k": pgd_max_k,
               "record_every": _record_every(horizon),
               "families": {f: [run_family(f, k, out, seeds, horizon, linucb_horizon,
-                                          k <= pgd_max_k, log) for k in sizes[f]]
+                                          k <= pgd_max_k, log, keep) for k in sizes[f]]
                            for f in families}}
     write_json(out / "dp_scale.json", result)
     plot(result, out / "dp_scale.png")
@@ -444,10 +474,13 @@ def main(argv=None) -> int:
     ap.add_argument("--linucb-horizon", type=int, default=1000)
     ap.add_argument("--pgd-max-k", type=int, default=1000,
                     help="the PGD runs for k up to this")
+    ap.add_argument("--keep", metavar="JSON",
+                    help="a file of finished runs' results: read a run from it (same config "
+                         "hash) instead of running it, add each run that finishes")
     args = ap.parse_args(argv)
     try:
         _, md = run_all(args.out, args.families, args.k, args.seeds, args.horizon,
-                        args.linucb_horizon, args.pgd_max_k)
+                        args.linucb_horizon, args.pgd_max_k, keep=args.keep)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
