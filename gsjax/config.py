@@ -710,12 +710,16 @@ class AgentConfig(_Record):
     reference: Literal["global", "own"] = "global"
     trigger_ratio: Float(gt=1.0) = 2.0  # determinant-ratio update trigger
     refresh_every: Int(1) = 1  # refresh period in rounds
+    # how a refresh recomputes V^-1 and log det V for blocks of d >= 3 features: LAPACK's
+    # Cholesky, or the same factorisation unrolled element by element (vectorised; much faster
+    # for many small blocks, the last bits differ: gsjax.linalg.refresh)
+    refresh_method: Literal["cholesky", "unrolled"] = "cholesky"
     dp_max_table: Int(2) = 2 ** 16  # solver 'dp': most entries of one table, 2^(width + 1)
     dp_exact_ties: Bool = True  # solver 'dp': the vertex enumerator's tie rule (False: min-fill)
     # solver 'dp' whose tables would exceed dp_max_table: 'none' refuses the config, 'pgd' runs
     # that entry with the PGD solver instead (summary.json: algorithms.NAME.solver_used)
     dp_fallback: Literal["none", "pgd"] = "none"
-    _when_set = ("pgd_gap",)
+    _when_set = ("pgd_gap", "refresh_method")
     _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
         "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
         "not in [agent])"))

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
+    "REFRESH_METHODS",
     "RidgeStats",
     "init",
     "gram",
@@ -113,15 +114,26 @@ def logdet_increment(inv: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.log1p(x @ inv @ x)
 
 
-def refresh(data_gram: jax.Array, lam) -> tuple[jax.Array, jax.Array]:
+REFRESH_METHODS = ("cholesky", "unrolled")
+
+
+def refresh(data_gram: jax.Array, lam, method: str = "cholesky") -> tuple[jax.Array, jax.Array]:
     """Exact ``(V^{-1}, log det V)`` of ``V = lambda I + S`` recomputed from ``S``.
 
     Closed form for ``d = 1, 2`` (explicit element-wise formulas vectorise best on CPU), a
     Cholesky factorisation otherwise. For ``d = 2`` the determinant is expanded as
     ``(ac - b^2) + lambda (a + c) + lambda^2`` so that the data part ``ac - b^2`` -- exact for
     integer ``S`` -- is not swamped by rounding ``lambda`` into ``a`` and ``c`` first.
+
+    ``method`` (``d >= 3``): ``"cholesky"``, LAPACK's (one library call per matrix), or
+    ``"unrolled"``, the same factorisation written out element by element
+    (:func:`_unrolled`), which XLA vectorises over the criteria and seeds: 4.1x, 2.0x, 3.5x
+    faster for 10^6 blocks of d = 3, 4, 5 in float32 (``python benchmarks/refresh.py``), equal
+    up to rounding (the last bits differ: log dets by up to 3e-6 there).
     """
     d = data_gram.shape[-1]
+    if method not in REFRESH_METHODS:
+        raise ValueError(f"refresh: method must be one of {REFRESH_METHODS}; got {method!r}")
     if d == 1:
         v = data_gram[0, 0] + lam
         return jnp.reshape(1.0 / v, (1, 1)), jnp.log(v)
@@ -131,6 +143,8 @@ def refresh(data_gram: jax.Array, lam) -> tuple[jax.Array, jax.Array]:
         inv = jnp.stack([jnp.stack([c + lam, -b]), jnp.stack([-b, a + lam])]) / det
         return inv, jnp.log(det)
     gram_ = data_gram + lam * jnp.eye(d, dtype=data_gram.dtype)
+    if method == "unrolled":
+        return _unrolled(gram_)
     chol = jnp.linalg.cholesky(gram_)
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
     eye = jnp.eye(d, dtype=data_gram.dtype)
@@ -138,7 +152,47 @@ def refresh(data_gram: jax.Array, lam) -> tuple[jax.Array, jax.Array]:
     return symmetrize(inv), logdet
 
 
-def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeStats:
+def _unrolled(v: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(V^{-1}, log det V)`` of a small SPD ``V`` by the Cholesky factor ``V = L L^T``, its
+    inverse ``M = L^{-1}`` by forward substitution and ``V^{-1} = M^T M``, every entry a scalar
+    expression (``d^3 / 3`` of them: meant for ``d`` up to about 8). Symmetric by construction;
+    a non-positive pivot gives NaN, as LAPACK's factorisation does."""
+    d = v.shape[-1]
+    low = [[None] * d for _ in range(d)]
+    for j in range(d):
+        acc = v[j, j]
+        for p in range(j):
+            acc = acc - low[j][p] * low[j][p]
+        low[j][j] = jnp.sqrt(acc)
+        recip = 1.0 / low[j][j]
+        for i in range(j + 1, d):
+            acc = v[i, j]
+            for p in range(j):
+                acc = acc - low[i][p] * low[j][p]
+            low[i][j] = acc * recip
+    m = [[None] * d for _ in range(d)]
+    for i in range(d):
+        m[i][i] = 1.0 / low[i][i]
+        for j in range(i):
+            acc = low[i][j] * m[j][j]
+            for p in range(j + 1, i):
+                acc = acc + low[i][p] * m[p][j]
+            m[i][j] = -acc * m[i][i]
+    inv = [[None] * d for _ in range(d)]
+    for i in range(d):
+        for j in range(i + 1):
+            acc = m[i][i] * m[i][j]
+            for p in range(i + 1, d):
+                acc = acc + m[p][i] * m[p][j]
+            inv[i][j] = inv[j][i] = acc
+    logdet = jnp.log(low[0][0])
+    for j in range(1, d):
+        logdet = logdet + jnp.log(low[j][j])
+    return jnp.stack([jnp.stack(row) for row in inv]), 2.0 * logdet
+
+
+def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh,
+           method: str = "cholesky") -> RidgeStats:
     """Add one observation ``(x, y)``.
 
     Args:
@@ -148,6 +202,7 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
       do_refresh: a Python bool (static) or a traced scalar bool; when true, ``V^{-1}`` and
         ``log det V`` are recomputed from the updated data Gram matrix and ``lambda`` instead
         of advanced incrementally.
+      method: :func:`refresh`'s.
     """
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
@@ -156,8 +211,10 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh) -> RidgeSt
     if stats.inv is None:
         if do_refresh is not True:
             raise ValueError("statistics without a carried inverse must refresh every update")
-        return stats._replace(data_gram=data_gram, b=b, logdet=refresh(data_gram, stats.lam)[1])
-    return advance(stats, data_gram, b, incremental, do_refresh)
+        return stats._replace(data_gram=data_gram, b=b,
+                              logdet=refresh(data_gram, stats.lam, method)[1])
+    return advance(stats, data_gram, b, incremental, do_refresh,
+                   lambda gram_, lam: refresh(gram_, lam, method))
 
 
 def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh
@@ -173,9 +230,10 @@ def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refr
     return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)
 
 
-def inverse(stats: RidgeStats) -> jax.Array:
-    """(d, d) ``V^{-1}``: the carried one, or recomputed from ``S`` when not carried."""
-    return refresh(stats.data_gram, stats.lam)[0] if stats.inv is None else stats.inv
+def inverse(stats: RidgeStats, method: str = "cholesky") -> jax.Array:
+    """(d, d) ``V^{-1}``: the carried one, or recomputed from ``S`` when not carried
+    (``method``: :func:`refresh`'s)."""
+    return refresh(stats.data_gram, stats.lam, method)[0] if stats.inv is None else stats.inv
 
 
 def theta_hat(stats: RidgeStats) -> jax.Array:

@@ -250,12 +250,12 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
 
     def observe(state, action, feedback, t, params, problem):
         phi = all_features(structure, problem, action)  # (k, d)
-        stats = jax.vmap(linalg.update, in_axes=(0, 0, 0, None))(
-            state.stats, phi, feedback.y, refresh_now(spec, t))
+        stats = jax.vmap(linalg.update, in_axes=(0, 0, 0, None, None))(
+            state.stats, phi, feedback.y, refresh_now(spec, t), spec.refresh_method)
         return stats, state.graph
 
     def objective(stats, graph, beta, problem):
-        inv = jax.vmap(linalg.inverse)(stats)
+        inv = jax.vmap(lambda st: linalg.inverse(st, spec.refresh_method))(stats)
         theta_hat = jax.vmap(jnp.matmul)(inv, stats.b)
         return lcb.node_objective(structure, problem, theta_hat, inv, beta)
 
