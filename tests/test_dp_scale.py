@@ -36,19 +36,27 @@ def test_family_config_is_the_builtin_config(tmp_path, family):
 def test_driver_config_settings(tmp_path):
     """What the driver writes, read back: sizes, record_every, the plan, the PGD settings."""
     texts = dp_scale.scale_configs("tree", 12, 5, 10000, 1000, pgd=True)
-    main, lin, pgd = (load_config(_write(tmp_path, n, t)) for n, t in texts.items())
+    assert list(texts) == ["dp_tree_12_lazy", "dp_tree_12_lazy_own", "dp_tree_12_async_lazy",
+                           "dp_tree_12_linucb", "dp_tree_12_pgd"]
+    lazy, own, asy, lin, pgd = (load_config(_write(tmp_path, n, t)) for n, t in texts.items())
+    assert [c.algorithm_names for c in (lazy, own, asy)] == [("lazy",), ("lazy_own",),
+                                                             ("async_lazy",)]
+    assert lazy.problem == own.problem == asy.problem and own.agent == lazy.agent
+    main = lazy
     large = load_config(REPO / "configs" / "large_graphs.toml").agent
-    assert (main.name, main.seeds, main.horizon, main.record_every) == ("dp_tree_12", 5, 10000,
-                                                                         250)
+    assert (main.name, main.seeds, main.horizon, main.record_every) == ("dp_tree_12_lazy", 5,
+                                                                         10000, 250)
     assert (lin.horizon, lin.record_every, lin.algorithm_names) == (1000, 250, ("linucb",))
-    assert main.algorithm_names == pgd.algorithm_names == ("lazy", "lazy_own", "async_lazy")
+    assert pgd.algorithm_names == ("lazy", "lazy_own", "async_lazy")
     assert (main.agent.solver, main.agent.dp_exact_ties) == ("dp", False)  # tree: level plan
+    assert main.agent.refresh_method == lin.agent.refresh_method == "unrolled"
+    assert pgd.agent.refresh_method == "unrolled"
     assert pgd.agent.solver == "pgd"
     for key in ("pgd_starts", "pgd_steps", "pgd_lr", "pgd_optimizer", "pgd_include_current"):
         assert getattr(pgd.agent, key) == getattr(large, key), key
     assert pgd.problem == main.problem and pgd.agent.lambda_reg == main.agent.lambda_reg
     grid = load_config(_write(tmp_path, "r", dp_scale.scale_configs(
-        "grid", 12, 5, 90, 30, pgd=False)["dp_grid_12"]))
+        "grid", 12, 5, 90, 30, pgd=False)["dp_grid_12_lazy"]))
     assert grid.agent.dp_exact_ties and grid.record_every == 2  # largest divisor of 90 <= 2
 
 
@@ -84,12 +92,13 @@ def test_driver_table_is_the_runs_summaries(tiny_run):
     assert (out / "dp_scale.png").stat().st_size > 0
     assert list(res["families"]) == ["ring", "grid"]
     for family, (row,) in res["families"].items():
-        s = read_json(out / f"dp_{family}_12" / "summary.json")["algorithms"]
+        s = {a: read_json(out / f"dp_{family}_12_{a}" / "summary.json")["algorithms"][a]
+             for a in ("lazy", "lazy_own", "async_lazy")}
         lin = read_json(out / f"dp_{family}_12_linucb" / "summary.json")["algorithms"]["linucb"]
         pgd = read_json(out / f"dp_{family}_12_pgd" / "summary.json")["algorithms"]
         assert (row["k"], row["seeds"], row["horizon"]) == (12, 3, 20)
         assert row["exact_ties"] == (family == "grid")
-        assert load_config(out / "configs" / f"dp_{family}_12.toml").agent.dp_exact_ties == (
+        assert load_config(out / "configs" / f"dp_{family}_12_lazy.toml").agent.dp_exact_ties == (
             family == "grid")
         cells = []
         for a in ("lazy", "lazy_own", "async_lazy"):
@@ -140,7 +149,8 @@ def test_keep_file_carries_finished_runs_to_another_folder(tiny_run, monkeypatch
     keep = tmp_path / "runs.json"
     assert dp_scale.main(["--out", str(tiny_run), *TINY, "--keep", str(keep)]) == 0
     kept = read_json(keep)
-    names = [f"dp_{f}_12{x}" for f in ("grid", "ring") for x in ("", "_linucb", "_pgd")]
+    names = sorted(f"dp_{f}_12_{x}" for f in ("grid", "ring")
+                   for x in ("lazy", "lazy_own", "async_lazy", "linucb", "pgd"))
     assert sorted(kept) == names
     for name in names:
         summary = read_json(tiny_run / name / "summary.json")
@@ -182,3 +192,23 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch, argv, field):
     assert err.startswith(f"error: {field}:") and err.count("\n") == 1
     with pytest.raises(ConfigError):
         dp_scale.family_config("grid", 10)
+
+
+def test_one_run_per_lazy_entry_equals_one_run_of_all(tiny_run, tmp_path):
+    """The driver runs lazy, lazy_own and async_lazy as three configs; one config holding all
+    three (the same seeds, problem and agent) gives every one the same totals."""
+    import tomllib
+
+    from gsjax.config import parse_config
+    from gsjax.experiment import run_config
+
+    text = dp_scale.scale_configs("ring", 12, 3, 20, 10, pgd=False)["dp_ring_12_lazy"]
+    data = tomllib.loads(text)
+    data["algorithms"] = {"lazy": {}, "lazy_own": {"algorithm": "lazy", "reference": "own"},
+                          "async_lazy": {}}
+    both = run_config(parse_config(data), tmp_path / "all", log=lambda *a, **k: None,
+                      figures=False)
+    for a in ("lazy", "lazy_own", "async_lazy"):
+        one = read_json(tiny_run / f"dp_ring_12_{a}" / "summary.json")["algorithms"][a]
+        for key in ("prediction_regret", "movement_cost", "total_updates", "total_changes"):
+            assert one[key] == both["algorithms"][a][key], (a, key)

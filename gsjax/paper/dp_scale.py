@@ -1,12 +1,15 @@
 r"""Section 5.1 at scale with the exact LCB solver (issue 17): waste of global lazy updates.
 
-Per graph family (chain, ring, tree of degree <= 3, 4 x k/4 grid) and size ``k``, three runs of
+Per graph family (chain, ring, tree of degree <= 3, 4 x k/4 grid) and size ``k``, the runs of
 the config :func:`family_config` writes (linear features, theta* ~ N(0, I) per seed, noise
-N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], as ``configs/large_graphs.toml``):
+N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], as ``configs/large_graphs.toml``),
+all with the unrolled ridge refresh (``refresh_method = "unrolled"``: 2.5x a round of a ring of
+10^4, ``python benchmarks/refresh.py``):
 
-* ``dp_FAMILY_K``: global lazy (reference "global" and "own") and async lazy with the exact DP
-  solver, ``--seeds`` x ``--horizon`` rounds (the level plan, ``dp_exact_ties = false``, on
-  chains, rings and trees; the sequential plan on grids, whose levels do not shrink);
+* ``dp_FAMILY_K_{lazy,lazy_own,async_lazy}``: global lazy (reference "global" and "own") and
+  async lazy, one run each, with the exact DP solver, ``--seeds`` x ``--horizon`` rounds (the
+  level plan, ``dp_exact_ties = false``, on chains, rings and trees; the sequential plan on
+  grids, whose levels do not shrink);
 * ``dp_FAMILY_K_linucb``: LinUCB alone at ``--linucb-horizon`` (it solves every round);
 * ``dp_FAMILY_K_pgd`` (``k <= --pgd-max-k``): the first run with PGD in place of the DP (the
   settings of ``configs/large_graphs.toml``), reported as pgd minus dp per algorithm.
@@ -106,7 +109,8 @@ def _pgd_lines() -> str:
 def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 20,
                   horizon: int = 1000, record_every: int | None = None,
                   algorithms=("linucb", "lazy", "lazy_own", "async_lazy"),
-                  exact_ties: bool = True, solver: str = "dp") -> str:
+                  exact_ties: bool = True, solver: str = "dp",
+                  refresh_method: str = "cholesky") -> str:
     """The TOML text of ``configs/dp_FAMILY.toml`` at ``k`` nodes (see :data:`FAMILY_ABOUT`):
     Section 5.1 as ``configs/large_graphs.toml`` has it (linear features, theta* ~ N(0, I) per
     seed, noise N(0, 0.5^2), beta = 0.5, stiffness log-uniform in [0.01, 2], seed 0) with the
@@ -116,7 +120,8 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
     ``algorithms``: the entries, in this order, of ``linucb``, ``lazy``, ``lazy_own`` (lazy,
     reference "own") and ``async_lazy``; ``exact_ties = False``: the DP's level plan
     (``dp_exact_ties = false``); ``solver = "pgd"``: large_graphs.toml's PGD instead of the DP,
-    each solve's residual its LCB above the DP's exact minimum (``pgd_gap = true``).
+    each solve's residual its LCB above the DP's exact minimum (``pgd_gap = true``);
+    ``refresh_method = "unrolled"``: the ridge refresh unrolled (:func:`gsjax.linalg.refresh`).
     """
     check_sizes([family], [k])
     unknown = [a for a in algorithms if a not in _TABLES]
@@ -151,6 +156,9 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
                         "exact minimum (the DP's) at its solves\n" + levels)
     else:
         solver_lines = 'solver = "dp"\n' + levels
+    if refresh_method != "cholesky":
+        solver_lines += (f'refresh_method = "{refresh_method}"  # V^-1 and log det V of the '
+                         "blocks of 3 to 5 without a LAPACK call each (2.5x a round at 10^4)\n")
     every = max(1, horizon // 20) if record_every is None else record_every
     return f"""name = "{name or f'dp_{family}'}"
 description = \"\"\"{about}\"\"\"
@@ -292,14 +300,17 @@ def _diff(a: dict, b: dict) -> dict:
 
 def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon: int,
                   pgd: bool) -> dict[str, str]:
-    """``{name: TOML text}`` of the runs of one (family, k): ``dp_FAMILY_K`` (lazy, lazy own,
-    async), ``dp_FAMILY_K_linucb`` and, with ``pgd``, ``dp_FAMILY_K_pgd``."""
+    """``{name: TOML text}`` of the runs of one (family, k): ``dp_FAMILY_K_A`` for each lazy
+    entry ``A`` of :data:`LAZY` (one run each: at k = 10^4 each takes an hour or more, and a
+    finished one is kept apart), ``dp_FAMILY_K_linucb`` and, with ``pgd``, ``dp_FAMILY_K_pgd``
+    (the three lazy entries)."""
     every = _record_every(horizon)
-    common = dict(seeds=seeds, exact_ties=family not in LEVEL_PLAN)
+    common = dict(seeds=seeds, exact_ties=family not in LEVEL_PLAN, refresh_method="unrolled")
     name = f"dp_{family}_{k}"
-    texts = {name: family_config(family, k, name=name, horizon=horizon, record_every=every,
-                                 algorithms=LAZY, **common),
-             f"{name}_linucb": family_config(family, k, name=f"{name}_linucb",
+    texts = {f"{name}_{a}": family_config(family, k, name=f"{name}_{a}", horizon=horizon,
+                                          record_every=every, algorithms=(a,), **common)
+             for a in LAZY}
+    texts |= {f"{name}_linucb": family_config(family, k, name=f"{name}_linucb",
                                              horizon=linucb_horizon,
                                              record_every=math.gcd(every, linucb_horizon),
                                              algorithms=("linucb",), **common)}
@@ -317,7 +328,8 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
     buffer = seeds if k >= ALL_AT_ONCE_K else None
-    main = _run(texts[name], out, name, log, buffer, keep)
+    main = {"algorithms": {a: _run(texts[f"{name}_{a}"], out, f"{name}_{a}", log, buffer,
+                                   keep)["algorithms"][a] for a in LAZY}}
     lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log, keep=keep)
     row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
            "exact_ties": family not in LEVEL_PLAN,
