@@ -21,7 +21,9 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
   cost ``2^12`` entries a level plus the entries of its tables. The levels are unrolled in
   Python, each with its own static shapes: one gather of the criteria tables and one of the
   children's messages (per source level) into the level's buckets, the min over the own bit;
-  back-tracking by levels in reverse, each variable from its separator's bits. A chain, ring
+  back-tracking by levels in reverse, each variable from its separator's bits. Its solver has
+  its own ``vmap`` rule: the seeds go on the last axis, so a gather copies rows of contiguous
+  seeds (1.5-1.9x the default batching at ``n = 10^4``, ``benchmarks/dp_batching.py``). A chain, ring
   or bounded-degree tree of n nodes takes about ``1.7 log2 n + 3`` levels (25 to 28 at
   ``n = 10^4``, against 10^4 scan steps) at a width of at most 5 (chain 2, ring 4
   sequentially); graphs that do not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels)
@@ -513,13 +515,11 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     index = jnp.asarray(plan.index)
     bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
 
-    if plan.levels is not None:  # the same tables, multiplied out elementwise (faster on CPU)
-        phi = jnp.where(free[index][:, None, :], bits[None], s_init[index][:, None, :])
-        phi = jnp.where(jnp.asarray(plan.mask)[:, None, :], phi, 0.0)  # (k, 2^m, m)
-        quad = jnp.sum(phi * jnp.sum(terms.inv[:, None] * phi[:, :, None, :], axis=-1), -1)
-        tables = (jnp.sum(phi * terms.theta_hat[:, None, :], -1)
-                  - terms.beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))
-        x = _minimise_levels(plan, tables, dtype)
+    if plan.levels is not None:
+        # the bits are piecewise constant in the inputs: no derivative flows through them (and
+        # the batching rule has no differentiation rule)
+        args = jax.lax.stop_gradient((free, s_init, terms.theta_hat, terms.inv, terms.beta))
+        x = _level_solver(plan)(_level_tables(plan), *args)
         s = jnp.where(free, x.astype(dtype), s_init)
         return s, objective.value(s), jnp.zeros((), dtype)
 
@@ -564,45 +564,97 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
 
 
 def _min_and_bit(pair):
-    """``(min, argmin)`` over the last axis (the own bit, size 2), elementwise: bit 1 where
-    its entry is strictly lower (ties go to bit 0). Two slices and a select, which XLA splits
-    over threads; a variadic ``lax.reduce`` of the pair (the same answer on finite tables) ran
-    the level DP 1.15x (n = 10^3) to 1.4x (n = 10^4, 6 seeds) slower."""
-    zero, one = pair[..., 0], pair[..., 1]
+    """``(min, argmin)`` over axis 2 (the own bit, size 2) of ``(L, 2^w, 2, B)``, elementwise:
+    bit 1 where its entry is strictly lower (ties go to bit 0). Two slices and a select, which
+    XLA splits over threads; a variadic ``lax.reduce`` of the pair (the same answer on finite
+    tables) ran the level DP 1.15x (n = 10^3) to 1.4x (n = 10^4, 6 seeds) slower."""
+    zero, one = pair[:, :, 0], pair[:, :, 1]
     take = one < zero
     return jnp.where(take, one, zero), take.astype(jnp.int32)
 
 
-def _minimise_levels(plan: Plan, tables, dtype):
-    """The level plan's DP: the buckets of a level gathered at once (criteria tables and the
-    messages of its children, static flat indices, fixed summation order), their messages
-    (min over the own bit) kept per level with the own bit that attains it (0 on a tie); then
-    the levels in reverse, each variable's bit read at its separator's bits. Returns the (n,)
-    bits in coordinate order."""
+def _level_solver(plan: Plan):
+    """The level plan's solver of one objective, ``(tables, free, s_init, theta_hat, inv,
+    beta) -> x`` ((n,) int32 bits; ``tables``: :func:`_level_tables`), with its own batching
+    rule: under ``vmap`` the batch axis goes last (:func:`_levels_batched`), so every gather of
+    the levels copies rows of contiguous seeds instead of looping over single entries. Each
+    seed's arithmetic is the same either way.
+
+    The plan's index tables are an argument, not constants of the function: a ``lax.cond``
+    under ``vmap`` (the per-seed form of the runner) batches whatever its branches read, and a
+    batching rule may not see batched constants; batched tables are the same in every row, so
+    the rule reads row 0."""
+
+    @jax.custom_batching.custom_vmap
+    def solve(tables, free, s_init, theta_hat, inv, beta):
+        args = (free, s_init, theta_hat, inv, beta)
+        return _levels_batched(plan, tables, *(a[..., None] for a in args))[..., 0]
+
+    @solve.def_vmap
+    def _(axis_size, in_batched, tables, *args):
+        tables = jax.tree_util.tree_map(lambda t, batched: t[0] if batched else t, tables,
+                                        in_batched[0])
+        args = [jnp.moveaxis(a, 0, -1) if batched else
+                jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
+                for a, batched in zip(args, in_batched[1:])]
+        return jnp.moveaxis(_levels_batched(plan, tables, *args), -1, 0), True
+
+    return solve
+
+
+def _level_tables(plan: Plan) -> dict:
+    """The level plan's static index tables as arrays (see :func:`_level_solver`)."""
+    return {"index": jnp.asarray(plan.index), "mask": jnp.asarray(plan.mask),
+            "bits": jnp.asarray(bit_table(plan.scope_size)),
+            "position": jnp.asarray(plan.position),
+            "levels": [{"term": jnp.asarray(lv.term), "sep": jnp.asarray(lv.sep),
+                        "msg": [jnp.asarray(idx) for _, idx in lv.msg]}
+                       for lv in plan.level_data]}
+
+
+def _levels_batched(plan: Plan, tables: dict, free, s_init, theta_hat, inv, beta):
+    """The level plan's DP of ``B`` objectives, the batch axis LAST: ``free``, ``s_init``
+    (n, B), ``theta_hat`` (k, m, B), ``inv`` (k, m, m, B), ``beta`` (k, B); ``tables``: the
+    plan's index tables (:func:`_level_tables`). Returns the (n, B) bits in coordinate order.
+
+    The criteria's term tables on every assignment of their scopes (the LCB terms multiplied
+    out elementwise); then the buckets of a level gathered at once (criteria tables and the
+    messages of its children, static row indices, fixed summation order), their messages (min
+    over the own bit) kept per level with the own bit that attains it (0 on a tie); then the
+    levels in reverse, each variable's bit read at its separator's bits."""
     n = plan.num_coords
-    zero = jnp.zeros((1,), dtype)
-    flat = jnp.concatenate([tables.reshape(-1), jnp.zeros((tables.shape[1],), dtype)])
+    dtype = s_init.dtype
+    index = tables["index"]
+    bits = tables["bits"].astype(dtype)[None, :, :, None]  # (1, 2^m, m, 1)
+    phi = jnp.where(free[index][:, None], bits, s_init[index][:, None])
+    phi = jnp.where(tables["mask"][:, None, :, None], phi, 0.0)  # (k, 2^m, m, B)
+    quad = jnp.sum(phi * jnp.sum(inv[:, None] * phi[:, :, None], axis=3), 2)
+    terms = (jnp.sum(phi * theta_hat[:, None], 2)
+             - beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))  # (k, 2^m, B)
+    width = terms.shape[-1]
+    flat = jnp.concatenate([terms.reshape(-1, width), jnp.zeros((terms.shape[1], width), dtype)])
+    zero = jnp.zeros((1, width), dtype)
     messages, decisions = [], []
-    for lv in plan.level_data:
-        bucket = jnp.sum(_take(flat, lv.term), axis=1)  # (L, 2^(w+1))
-        for src, idx in lv.msg:
+    for lv, arrays in zip(plan.level_data, tables["levels"]):
+        bucket = jnp.sum(_take(flat, arrays["term"]), axis=1)  # (L, 2^(w+1), B)
+        for (src, _), idx in zip(lv.msg, arrays["msg"]):
             bucket = bucket + jnp.sum(_take(messages[src], idx), axis=1)
-        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2))  # (L, 2^w) each
-        messages.append(jnp.concatenate([message.reshape(-1), zero]))
+        message, bit = _min_and_bit(bucket.reshape(lv.size, -1, 2, width))  # (L, 2^w, B)
+        messages.append(jnp.concatenate([message.reshape(-1, width), zero]))
         decisions.append(bit)
-    x = jnp.zeros((n + 1,), jnp.int32)  # by elimination position; entry n: a padding 0
-    for lv, bit in zip(plan.level_data[::-1], decisions[::-1]):
-        r = jnp.zeros((lv.size,), jnp.int32)
+    x = jnp.zeros((n + 1, width), jnp.int32)  # by elimination position; row n: a padding 0
+    for lv, arrays, bit in zip(plan.level_data[::-1], tables["levels"][::-1], decisions[::-1]):
+        r = jnp.zeros((lv.size, width), jnp.int32)
         for s in range(lv.width):
-            r = r + (_take(x, lv.sep[:, s]) << s)
-        # the entry at r of each row: a gather at traced indices (an elementwise loop on
-        # XLA:CPU; a one-hot sum over the row recomputed r for each of its 2^w entries)
-        own = _take(bit.reshape(-1), np.arange(lv.size, dtype=np.int32) * bit.shape[1] + r)
-        x = jax.lax.dynamic_update_slice(x, own, (lv.start,))
-    return _take(x, plan.position)
+            r = r + (_take(x, arrays["sep"][:, s]) << s)
+        # the entry at r of each row: a one-hot over the 2^w entries, elementwise over seeds
+        entries = jax.lax.broadcasted_iota(jnp.int32, (1, bit.shape[1], 1), 1)
+        own = jnp.sum(jnp.where(r[:, None] == entries, bit, 0), axis=1, dtype=jnp.int32)
+        x = jax.lax.dynamic_update_slice(x, own, (lv.start, 0))
+    return _take(x, tables["position"])
 
 
 def _take(a, idx):
-    """``a[idx]`` of a 1-D ``a`` at indices known to be in bounds (no index normalisation:
+    """``a[idx]`` (rows of ``a``) at indices known to be in bounds (no index normalisation:
     XLA would fold it over the static index arrays, slowly)."""
     return a.at[idx].get(mode="promise_in_bounds")

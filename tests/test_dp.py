@@ -682,3 +682,46 @@ def test_refresh_method_unrolled_run_equals_cholesky_in_float64(x64):
         experiment.build(parse_config(joint))
     with pytest.raises(ConfigError, match="refresh_method"):
         parse_config({**base, "agent": {"refresh_method": "qr"}})
+
+
+def test_level_solver_batching_rule_is_the_per_seed_solver():
+    """The level plan's solver batches with the seed axis last (its own vmap rule): under one
+    vmap, two nested vmaps, vmap inside a lax.cond with a batched predicate (the runner's
+    per-seed form), and JAX's default batching of the same function, every seed's bits equal
+    those of its unbatched solve; and gradients of the LCB value pass (the bits carry none)."""
+    n, seeds = 40, 6
+    scopes = graphs.graph_scopes(n, _ring(n))
+    structure = P.make_structure(scopes, "linear", "independent")
+    problem = P.make_problem(jax.random.key(0), structure, scopes)
+    plan = dp.make_plan(scopes, exact_ties=False, levels=True)
+    rng = np.random.default_rng(5)
+    k, m = scopes.index.shape
+    theta = jnp.asarray(np.where(scopes.mask, rng.normal(size=(seeds, k, m)), 0.0), jnp.float32)
+    a = rng.normal(size=(seeds, k, m, m))
+    inv = jnp.asarray(a @ np.swapaxes(a, -1, -2) / m + 0.1 * np.eye(m), jnp.float32)
+    beta = jnp.asarray(rng.uniform(0.0, 2.0, (seeds, k)), jnp.float32)
+    s0 = jnp.asarray(rng.uniform(size=(seeds, n)), jnp.float32)
+    free = jnp.asarray(rng.uniform(size=(seeds, n)) < 0.7)
+
+    def one(th, iv, bt, s, fr):
+        objective = lcb.node_objective(structure, problem, th, iv, bt)
+        return dp.minimise(plan, objective, s, fr)
+
+    args = (theta, inv, beta, s0, free)
+    single = np.stack([np.asarray(jax.jit(one)(*(x[i] for x in args))[0]) for i in range(seeds)])
+    batched = np.asarray(jax.jit(jax.vmap(one))(*args)[0])
+    nested = jax.jit(jax.vmap(jax.vmap(one)))(*(x.reshape(2, 3, *x.shape[1:]) for x in args))[0]
+    in_cond = jax.jit(jax.vmap(lambda go, *a: jax.lax.cond(go, lambda: one(*a)[0],
+                                                            lambda: a[3])))(
+        jnp.arange(seeds) % 2 == 0, *args)
+    solver, tables = dp._level_solver(plan), dp._level_tables(plan)
+    default = jax.jit(jax.vmap(solver.fun, in_axes=(None, 0, 0, 0, 0, 0)))(
+        tables, free, s0, theta, inv, beta)
+    np.testing.assert_array_equal(batched, single)
+    np.testing.assert_array_equal(np.asarray(nested).reshape(seeds, n), single)
+    np.testing.assert_array_equal(np.asarray(in_cond)[::2], single[::2])
+    np.testing.assert_array_equal(np.asarray(in_cond)[1::2], np.asarray(s0)[1::2])
+    np.testing.assert_array_equal(np.where(np.asarray(free), np.asarray(default), np.asarray(s0)),
+                                  single)
+    grad = jax.grad(lambda th: jnp.sum(jax.vmap(one)(th, *args[1:])[1]))(theta)
+    assert np.all(np.isfinite(np.asarray(grad))) and np.any(np.asarray(grad) != 0)
