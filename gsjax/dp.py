@@ -23,9 +23,9 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
   children's messages (per source level) into the level's buckets, the min over the own bit;
   back-tracking by levels in reverse, each variable from its separator's bits. Its solver has
   its own ``vmap`` rule: the seeds go on the last axis, so a gather copies rows of contiguous
-  seeds (1.5-1.9x the default batching at ``n = 10^4``, ``benchmarks/dp_batching.py``). A chain, ring
-  or bounded-degree tree of n nodes takes about ``1.7 log2 n + 3`` levels (25 to 28 at
-  ``n = 10^4``, against 10^4 scan steps) at a width of at most 5 (chain 2, ring 4
+  seeds (1.5-1.9x the default batching at ``n = 10^4``: ``benchmarks/dp_batching.py``). A
+  chain, ring or bounded-degree tree of n nodes takes about ``1.7 log2 n + 3`` levels (25 to 28
+  at ``n = 10^4``, against 10^4 scan steps) at a width of at most 5 (chain 2, ring 4
   sequentially); graphs that do not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels)
   need more than :func:`max_levels` and keep the sequential scan unless ``levels=True``.
 

@@ -1,7 +1,7 @@
 """Section 5.1 at scale (gsjax/paper/dp_scale.py): the configs it writes are the built-in ones
-(and the 10^4-node ones already running, same config hash, so their checkpoints are its runs),
-its table is the runs' summaries, a finished run is read rather than rerun, and bad input is one
-line."""
+at k = 100 (the driver's add the level plan, the unrolled refresh and one lazy entry a run), its
+table is the runs' summaries, a finished run is read rather than rerun (from its folder or from
+--keep's file), and bad input is one line."""
 
 from __future__ import annotations
 

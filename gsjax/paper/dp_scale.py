@@ -17,8 +17,9 @@ all with the unrolled ridge refresh (``refresh_method = "unrolled"``: 2.5x a rou
 Each run is written to ``OUT/configs/NAME.toml`` and run into ``OUT/NAME`` by
 :func:`gsjax.experiment.run_config`: an interrupted run resumes from its checkpoint, a finished
 one (``summary.json``) is read, and so is a run in ``--keep``'s file of finished runs (same
-config hash; each run that finishes is added to it). ``record_every`` is the largest divisor of ``--horizon`` at most
-``horizon // 40`` (250 at T = 10^4). The result: ``OUT/dp_scale.{json,md,png}``.
+config hash; each run that finishes is added to it). ``record_every`` is the largest divisor of
+``--horizon`` at most ``horizon // 40`` (250 at T = 10^4). The result:
+``OUT/dp_scale.{json,md,png}``.
 
     python -m gsjax.paper.dp_scale --out runs/dp_scale --families chain ring tree grid \
         --k 10 100 1000 10000 --seeds 100 --horizon 10000 --linucb-horizon 1000 --pgd-max-k 1000
