@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from gsjax.config import ConfigError, config_hash, dict_hash, load_config
+from gsjax.config import ConfigError, config_hash, dict_hash, load_config, parse_config
+from gsjax.experiment import run_config
 from gsjax.paper import dp_scale
 from gsjax.results import read_json
 
@@ -197,11 +199,6 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch, argv, field):
 def test_one_run_per_lazy_entry_equals_one_run_of_all(tiny_run, tmp_path):
     """The driver runs lazy, lazy_own and async_lazy as three configs; one config holding all
     three (the same seeds, problem and agent) gives every one the same totals."""
-    import tomllib
-
-    from gsjax.config import parse_config
-    from gsjax.experiment import run_config
-
     text = dp_scale.scale_configs("ring", 12, 3, 20, 10, pgd=False)["dp_ring_12_lazy"]
     data = tomllib.loads(text)
     data["algorithms"] = {"lazy": {}, "lazy_own": {"algorithm": "lazy", "reference": "own"},
@@ -212,3 +209,17 @@ def test_one_run_per_lazy_entry_equals_one_run_of_all(tiny_run, tmp_path):
         one = read_json(tiny_run / f"dp_ring_12_{a}" / "summary.json")["algorithms"][a]
         for key in ("prediction_regret", "movement_cost", "total_updates", "total_changes"):
             assert one[key] == both["algorithms"][a][key], (a, key)
+
+
+def test_kept_runs_are_the_driver_configs():
+    """docs/reproduce/dp_scale/runs.json, the runs finished so far: each entry's hash is that of
+    the config the driver writes for its name today (else --keep would run it again), and it
+    has the fields the table reads."""
+    kept = read_json(REPO / "docs" / "reproduce" / "dp_scale" / "runs.json")
+    assert kept
+    for name, entry in kept.items():
+        _, family, k, *rest = name.split("_")
+        texts = dp_scale.scale_configs(family, int(k), 100, 10000, 1000, pgd=int(k) <= 100)
+        assert entry["config_hash"] == config_hash(parse_config(tomllib.loads(texts[name])))
+        for a, v in entry["summary"]["algorithms"].items():
+            assert {"prediction_regret", "movement_cost", "total_updates", "run_seconds"} <= set(v)
