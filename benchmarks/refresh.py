@@ -1,6 +1,6 @@
 """The ridge refresh for blocks of d >= 3 features: LAPACK's Cholesky against the unrolled one.
 
-    python benchmarks/refresh.py                       # about 3 minutes on 2 CPU cores
+    python benchmarks/refresh.py                       # a few minutes on 2 CPU cores
     python benchmarks/refresh.py --blocks 1000000 --dims 3 4 5 --ring 10000 --seeds 100
 
 Part 1: ``gsjax.linalg.refresh`` (``V^{-1}`` and ``log det V`` of ``V = lambda I + S``) over

@@ -512,9 +512,6 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     dtype = s_init.dtype
     if _SHAPES_ONLY.get():
         return s_init, objective.value(s_init), jnp.zeros((), dtype)
-    index = jnp.asarray(plan.index)
-    bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
-
     if plan.levels is not None:
         # the bits are piecewise constant in the inputs: no derivative flows through them (and
         # the batching rule has no differentiation rule)
@@ -522,6 +519,8 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
         x = _level_solver(plan)(_level_tables(plan), *args)
         s = jnp.where(free, x.astype(dtype), s_init)
         return s, objective.value(s), jnp.zeros((), dtype)
+    index = jnp.asarray(plan.index)
+    bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
 
     def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
         phi = jnp.where(free[idx], bits, s_init[idx])

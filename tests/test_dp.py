@@ -672,8 +672,7 @@ def test_refresh_method_unrolled_run_equals_cholesky_in_float64(x64):
     for name, a in out["cholesky"].items():
         b = out["unrolled"][name]
         for key in ("total_updates", "total_changes", "reoptimisations"):
-            if key in a:
-                assert a[key] == b[key], (name, key)
+            assert a[key] == b[key], (name, key)
         assert b["prediction_regret"]["mean"] == pytest.approx(
             a["prediction_regret"]["mean"], rel=1e-9)
     joint = {**base, "agent": {"lambda_reg": 0.05, "refresh_method": "unrolled"},
