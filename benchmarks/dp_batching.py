@@ -1,7 +1,8 @@
-"""The level-plan DP under ``vmap``: its own batching rule (seed axis last) against JAX's default.
+"""The DP's solvers under ``vmap``: their own batching rules (seed axis last) against JAX's default.
 
     python benchmarks/dp_batching.py                   # about 2 minutes on 2 CPU cores
     python benchmarks/dp_batching.py --n 10000 --graphs ring chain tree --seeds 100 --repeats 5
+    python benchmarks/dp_batching.py --plan sequential --n 1000 --graphs grid ring --repeats 5
 
 :func:`gsjax.dp.minimise` on a level plan calls one solver with a batching rule
 (``jax.custom_batching.custom_vmap``): under ``vmap`` the seed axis goes last, so the levels'
@@ -12,6 +13,13 @@ jitted ``vmap``, all coordinates free; compiled apart (first call), alternated r
 repetition in one process (``benchmarks/timing.py``), medians; the answers checked identical.
 Run with ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` (see ``benchmarks/dp.py``).
 Writes ``benchmarks/results/dp_batching.json``.
+
+``--plan sequential`` (the plan of ``exact_ties=True``, one ``lax.scan`` step a coordinate: the
+grid's, whose levels do not shrink; ``--graphs grid --n 1000``): the same two contenders, plus
+``before``: the sequential DP as gsjax ran it until 2026-12-03 (kept below, :func:`_before`),
+the whole bucket table of ``n 2^(w+1)`` entries a seed built up front, then the scan, under
+JAX's default batching. Each takes the criteria's term tables (:func:`gsjax.dp._criterion_tables`,
+computed once outside the timed calls).
 """
 
 from __future__ import annotations
@@ -26,34 +34,83 @@ import jax.numpy as jnp
 import numpy as np
 
 from dp import _case
-from gsjax import dp
+from gsjax import dp, lcb
 from timing import interleave, machine
 
 
-def bench(n: int, graph: str, seeds: int, repeats: int) -> dict:
-    scopes, _, _, (theta, inv, beta, s0) = _case(n, seeds, graph=graph)
-    plan = dp.make_plan(scopes, exact_ties=False, levels=True)
-    solver = dp._level_solver(plan)
+def _before(plan, tables):
+    """The sequential plan's DP of one objective as gsjax ran it until 2026-12-03 (the whole
+    bucket table up front, messages scatter-added; for JAX's default batching)."""
+    n, dtype = plan.num_coords, tables.dtype
+    placed = jnp.take_along_axis(tables, jnp.asarray(plan.term), axis=1)  # (k, 2^W)
+    placed = jnp.concatenate([placed, jnp.zeros((1, placed.shape[1]), dtype)])
+    buckets = jnp.sum(placed[jnp.asarray(plan.crit)], axis=1)
+    buckets = jnp.concatenate([buckets, jnp.zeros((1, buckets.shape[1]), dtype)])
+
+    def eliminate(tab, step):
+        v, p, gather = step
+        message = jnp.min(tab[v].reshape(-1, 2), axis=1)
+        return tab.at[p].add(message[gather]), None
+
+    order = plan.order
+    tab, _ = jax.lax.scan(eliminate, buckets, (jnp.asarray(order), jnp.asarray(plan.parent[order]),
+                                               jnp.asarray(plan.msg[order])))
+    best = tab[n, 0]
+    tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
+    weights = jnp.asarray(1 << np.arange(plan.width), jnp.int32)
+
+    def assign(carry, step):
+        x, reached = carry
+        v, sep = step
+        r = jnp.sum(x[sep] * weights)
+        gain = jnp.maximum(tab[v, 2 * r] - tab[v, 2 * r + 1], 0.0)
+        zero = reached + gain <= best + tol
+        x = x.at[v].set(jnp.where(zero, 0, 1))
+        return (x, jnp.where(zero, reached + gain, reached)), None
+
+    down = plan.backtrack
+    (x, _), _ = jax.lax.scan(assign, (jnp.zeros((n + 1,), jnp.int32), best),
+                             (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))
+    return x[:n]
+
+
+def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels") -> dict:
+    scopes, structure, problem, (theta, inv, beta, s0) = _case(n, seeds, graph=graph)
     free = jnp.ones(s0.shape, bool)
-    args = (dp._level_tables(plan), free, s0, theta, inv, beta)
-    axes = (None, 0, 0, 0, 0, 0)
-    fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=axes)),
-           "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes))}
+    if plan_kind == "levels":
+        plan = dp.make_plan(scopes, exact_ties=False, levels=True)
+        solver = dp._level_solver(plan)
+        args = (dp._level_tables(plan), free, s0, theta, inv, beta)
+        axes = (None, 0, 0, 0, 0, 0)
+        fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=axes)),
+               "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes))}
+    else:
+        plan = dp.make_plan(scopes)
+        solver = dp._sequential_solver(plan)
+        criteria = jax.jit(jax.vmap(lambda th, iv, bt, s, fr: dp._criterion_tables(
+            plan, lcb.node_objective(structure, problem, th, iv, bt).terms, s, fr)))(
+            theta, inv, beta, s0, free)
+        args = (dp._sequential_tables(plan), criteria)
+        fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=(None, 0))),
+               "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=(None, 0))),
+               "before": jax.jit(jax.vmap(lambda _, t: _before(plan, t), in_axes=(None, 0)))}
     first, outs = {}, {}
     for name, fn in fns.items():
         t0 = time.perf_counter()
         outs[name] = np.asarray(jax.block_until_ready(fn(*args)))
         first[name] = time.perf_counter() - t0
-    a, b = outs.values()
-    np.testing.assert_array_equal(a, b)
+    for name in fns:
+        np.testing.assert_array_equal(outs[name], outs["seed axis last (gsjax)"])
     t = interleave({name: (lambda fn=fn: jax.block_until_ready(fn(*args)))
                     for name, fn in fns.items()}, repeats)
-    row = {"graph": graph, "n": n, "seeds": seeds, "levels": len(plan.levels),
-           "width": plan.width,
+    row = {"graph": graph, "n": n, "seeds": seeds, "plan": plan_kind,
+           "levels": len(plan.levels) if plan.levels is not None else None, "width": plan.width,
            **{name: {"ms": 1e3 * t[name]["wall_median"],
                      "compile_s": max(first[name] - t[name]["wall_median"], 0.0)}
               for name in fns}}
     row["ratio"] = row["default vmap"]["ms"] / row["seed axis last (gsjax)"]["ms"]
+    if "before" in fns:
+        row["ratio_before"] = row["before"]["ms"] / row["seed axis last (gsjax)"]["ms"]
     return row
 
 
@@ -63,19 +120,25 @@ def main(argv=None) -> None:
     ap.add_argument("--graphs", nargs="+", default=["ring", "chain", "tree"])
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--plan", choices=["levels", "sequential"], default="levels")
     args = ap.parse_args(argv)
     rows = []
-    print("| graph | n | levels | width | seed axis last ms | default vmap ms | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    before = args.plan == "sequential"
+    print("| graph | n | plan | levels | width | seed axis last ms | default vmap ms | ratio |"
+          + (" before ms | ratio |" if before else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if before else ""))
     for n in args.n:
         for graph in args.graphs:
-            r = bench(n, graph, args.seeds, args.repeats)
+            r = bench(n, graph, args.seeds, args.repeats, args.plan)
             rows.append(r)
-            print(f"| {graph} | {n} | {r['levels']} | {r['width']} | "
+            print(f"| {graph} | {n} | {args.plan} | {r['levels'] or '-'} | {r['width']} | "
                   f"{r['seed axis last (gsjax)']['ms']:.1f} | {r['default vmap']['ms']:.1f} | "
-                  f"{r['ratio']:.2f}× |", flush=True)
+                  f"{r['ratio']:.2f}× |"
+                  + (f" {r['before']['ms']:.1f} | {r['ratio_before']:.2f}× |" if before else ""),
+                  flush=True)
     os.makedirs("benchmarks/results", exist_ok=True)
-    with open("benchmarks/results/dp_batching.json", "w") as f:
+    name = "dp_batching.json" if args.plan == "levels" else "dp_batching_sequential.json"
+    with open(f"benchmarks/results/{name}", "w") as f:
         json.dump({"machine": machine(), "seeds": args.seeds, "rows": rows}, f, indent=2)
 
 

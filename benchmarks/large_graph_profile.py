@@ -1,7 +1,7 @@
 """Where a round of a large-graph DP run goes (issue 17): a profile of the compacted runner.
 
     python benchmarks/large_graph_profile.py CONFIG [--seeds 100] [--rounds 10] [--skip 10]
-        [--algorithms lazy async_lazy] [--top 25] [--no-trace]
+        [--algorithms lazy async_lazy] [--top 25] [--no-trace] [--buffer B]
 
 For each algorithm of ``CONFIG`` (e.g. a ring written by ``benchmarks/dp.py --config ring K``
 with ``dp_exact_ties = false``): the chunk of :func:`gsjax.runner.make_chunked` (compacted,
@@ -130,14 +130,15 @@ def _say(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def profile(cfg, name: str, seeds: int, rounds: int, skip: int, top: int, trace: bool = True):
+def profile(cfg, name: str, seeds: int, rounds: int, skip: int, top: int, trace: bool = True,
+            buffer: int | None = None):
     t = time.perf_counter()
     built = build(cfg)
     _say(f"built {time.perf_counter() - t:.1f}s, rss {_rss()}")
     ba = next(b for b in built.algorithms if b.name == name)
     root = jax.random.key(cfg.root_seed)
     batch = runner.seed_batch(root, np.arange(seeds), built.problem, built.problem_per_seed)
-    buffer = max(2, seeds // 16)
+    buffer = max(2, seeds // 16) if buffer is None else buffer
     init_fn, chunk_fn = runner.make_chunked(ba.algo, built.structure, rounds, rounds,
                                             built.problem_per_seed, True, buffer)
     move = jnp.asarray(ba.move_cost, built.dtype)
@@ -213,11 +214,14 @@ def main(argv=None):
     ap.add_argument("--algorithms", nargs="+", default=None)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-trace", action="store_true", help="time the chunk only")
+    ap.add_argument("--buffer", type=int, help="the solver buffer (default: a 16th of the seeds, "
+                    "as gsjax.runner.sweep; dp_scale uses all the seeds from k = 10^3 on)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config, [f"seeds={args.seeds}"])
     names = args.algorithms or [a.name for a in cfg.algorithms]
     for name in names:
-        profile(cfg, name, args.seeds, args.rounds, args.skip, args.top, not args.no_trace)
+        profile(cfg, name, args.seeds, args.rounds, args.skip, args.top, not args.no_trace,
+                args.buffer)
 
 
 if __name__ == "__main__":

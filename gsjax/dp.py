@@ -13,7 +13,11 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
   width); :func:`limits` (and ``plan.limits``) give the width and the table sizes.
 * :func:`minimise` (traced, vmappable): one ``lax.scan`` of messages over the order, one
   ``lax.scan`` of back-tracking; non-free coordinates stay at ``s_init`` (their term tables
-  are constant along their bit, which is the DP of the conditioned problem).
+  are constant along their bit, which is the DP of the conditioned problem). A bucket is
+  summed from the criteria tables when the scan first reads it, and under ``vmap`` the seeds
+  go on the last axis (its own batching rule, as the levels' below): each step moves rows of
+  contiguous seeds (a 4 x n/4 grid at ``n = 10^3``, 100 seeds: 1.6x;
+  ``benchmarks/dp_batching.py --plan sequential``).
 * The *level plan* (``make_plan(..., exact_ties=False)``, the default there): the elimination
   grouped into levels, each an independent set of the filled interaction graph (so its
   eliminations commute), taken greedily in min-fill order among the variables of degree at
@@ -519,47 +523,127 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
         x = _level_solver(plan)(_level_tables(plan), *args)
         s = jnp.where(free, x.astype(dtype), s_init)
         return s, objective.value(s), jnp.zeros((), dtype)
-    index = jnp.asarray(plan.index)
-    bits = jnp.asarray(bit_table(m), dtype)  # (2^m, m)
+    # as for the levels: the bits carry no derivative, and the batching rule has no JVP
+    tables = jax.lax.stop_gradient(_criterion_tables(plan, terms, s_init, free))
+    x = _sequential_solver(plan)(_sequential_tables(plan), tables)
+    s = jnp.where(free, x.astype(dtype), s_init)
+    return s, objective.value(s), jnp.zeros((), dtype)
 
-    def table(idx, smask, th, iv, bt):  # one criterion's term on each assignment of its slots
+
+def _criterion_tables(plan: Plan, terms, s_init, free):
+    """(k, 2^m) each criterion's LCB term on every assignment of its scope's bits (the entries
+    of a non-free coordinate all at its ``s_init``): :func:`gsjax.lcb.lcb_terms`, the vertex
+    enumerator's arithmetic."""
+    bits = jnp.asarray(bit_table(plan.scope_size), s_init.dtype)  # (2^m, m)
+
+    def table(idx, smask, th, iv, bt):
         phi = jnp.where(free[idx], bits, s_init[idx])
         return lcb_terms(jnp.where(smask, phi, 0.0), th, iv, bt)
 
-    tables = jax.vmap(table)(index, jnp.asarray(plan.mask), terms.theta_hat, terms.inv,
-                             terms.beta)  # (k, 2^m)
-    placed = jnp.take_along_axis(tables, jnp.asarray(plan.term), axis=1)  # (k, 2^W)
-    placed = jnp.concatenate([placed, jnp.zeros((1, placed.shape[1]), dtype)])
-    buckets = jnp.sum(placed[jnp.asarray(plan.crit)], axis=1)  # (n, 2^W), fixed summation order
-    buckets = jnp.concatenate([buckets, jnp.zeros((1, buckets.shape[1]), dtype)])  # row n: roots
+    return jax.vmap(table)(jnp.asarray(plan.index), jnp.asarray(plan.mask), terms.theta_hat,
+                           terms.inv, terms.beta)
+
+
+def _sequential_solver(plan: Plan):
+    """The sequential plan's solver of one objective, ``(plan_tables, tables (k, 2^m)) -> x``
+    ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), with its own batching rule
+    as :func:`_level_solver`'s: under ``vmap`` the seeds go on the last axis
+    (:func:`_sequential_batched`), so each scan step moves rows of contiguous seeds where
+    JAX's default batching makes a per-entry loop of the message's scatter-add and gathers."""
+
+    @jax.custom_batching.custom_vmap
+    def solve(plan_tables, tables):
+        return _sequential_batched(plan, plan_tables, tables[..., None])[..., 0]
+
+    @solve.def_vmap
+    def _(axis_size, in_batched, plan_tables, tables):
+        plan_tables = jax.tree_util.tree_map(lambda t, batched: t[0] if batched else t,
+                                             plan_tables, in_batched[0])
+        tables = (jnp.moveaxis(tables, 0, -1) if in_batched[1] else
+                  jnp.broadcast_to(tables[..., None], tables.shape + (axis_size,)))
+        return jnp.moveaxis(_sequential_batched(plan, plan_tables, tables), -1, 0), True
+
+    return solve
+
+
+def _sequential_tables(plan: Plan) -> dict:
+    """The sequential plan's static index tables as arrays (see :func:`_level_solver` on why
+    they are an argument): the scan's steps, the flat criterion-table entries that make up each
+    bucket (``i 2^m + entry``; ``k 2^m``, a zero row, for padding), and the back-tracking's
+    steps. ``touched``: whether a step's variable, and its parent, already hold a message (else
+    their buckets are built from the criteria tables at that step)."""
+    k, n, entries = plan.num_criteria, plan.num_coords, 2 ** plan.scope_size
+    order, down = plan.order, np.asarray(plan.backtrack, np.int32)
+    parent = plan.parent[order]
+    crit = np.concatenate([plan.crit, np.full((1, plan.crit.shape[1]), k, np.int32)])  # row n
+    term = np.concatenate([plan.term, np.zeros((1, plan.term.shape[1]), np.int32)])
+    cells = crit[:, :, None] * entries + term[crit]  # (n + 1, C, 2^W)
+    got = np.zeros(n + 1, bool)  # a message has reached the row
+    v_touched, p_touched = np.zeros(n, bool), np.zeros(n, bool)
+    for t, (v, p) in enumerate(zip(order, parent)):
+        v_touched[t], p_touched[t] = got[v], got[p]
+        got[p] = True
+    return {"cells": jnp.asarray(cells, jnp.int32), "order": jnp.asarray(order),
+            "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
+            "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
+            "down": jnp.asarray(down),
+            "sep": jnp.asarray(plan.clique[down, 1:])}
+
+
+def _sequential_batched(plan: Plan, pt: dict, tables):
+    """The sequential plan's DP of ``B`` objectives, the batch axis LAST: ``tables`` (k, 2^m, B)
+    the criteria's terms on every assignment of their scopes; returns the (n, B) bits.
+
+    One ``lax.scan`` step a variable: its bucket (the criteria tables placed and summed in a
+    fixed order, plus the messages it holds), the min over its own bit (slot 0), the message
+    added to its parent's bucket (row ``n`` for the roots). A bucket is built from the
+    criteria tables when first read, not for every variable up front (at ``n = 10^3`` on a
+    4 x n/4 grid that table of ``n 2^9`` entries a seed was most of the solve); the sums are
+    those of the whole table, in the same order. Then the back-tracking in decreasing index
+    (exact ties: the vertex enumerator's tie rule, see the module docstring), each variable
+    after its separator, carrying the value of the best completion."""
+    n, dtype = plan.num_coords, tables.dtype
+    width = tables.shape[-1]
+    flat = jnp.concatenate([tables.reshape(-1, width), jnp.zeros((1, width), dtype)])
+
+    def bucket(u):  # (2^W, B): the criteria tables of variable u's bucket, summed
+        cells = jax.lax.dynamic_index_in_dim(pt["cells"], u, keepdims=False)  # (C, 2^W)
+        return jnp.sum(_take(flat, cells), axis=0)
+
+    def row(tab, u, touched):
+        return jax.lax.cond(touched, lambda: jax.lax.dynamic_index_in_dim(tab, u, keepdims=False),
+                            lambda: bucket(u))
 
     def eliminate(tab, step):
-        v, p, gather = step
-        message = jnp.min(tab[v].reshape(-1, 2), axis=1)  # min over x_v (slot 0)
-        return tab.at[p].add(message[gather]), None
+        v, p, gather, v_touched, p_touched = step
+        own = row(tab, v, v_touched)
+        tab = jax.lax.dynamic_update_index_in_dim(tab, own, v, 0)  # kept for back-tracking
+        message = jnp.min(own.reshape(-1, 2, width), axis=1)  # min over x_v (slot 0)
+        into = row(tab, p, p_touched) + _take(message, gather)
+        return jax.lax.dynamic_update_index_in_dim(tab, into, p, 0), None
 
-    order = plan.order
-    tab, _ = jax.lax.scan(eliminate, buckets, (jnp.asarray(order), jnp.asarray(plan.parent[order]),
-                                               jnp.asarray(plan.msg[order])))
-    best = tab[n, 0]
+    tab = jnp.zeros((n + 1, pt["cells"].shape[-1], width), dtype)  # filled as the scan goes
+    tab, _ = jax.lax.scan(eliminate, tab, (pt["order"], pt["parent"], pt["msg"],
+                                           pt["v_touched"], pt["p_touched"]))
+    best = tab[n, 0]  # (B,)
     tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
-    weights = jnp.asarray(1 << np.arange(plan.width), jnp.int32)
+    weights = (1 << jnp.arange(plan.width, dtype=jnp.int32))[:, None]  # an iota: no constant
 
     def assign(carry, step):  # the separator of v is assigned already
         x, reached = carry
         v, sep = step
-        r = jnp.sum(x[sep] * weights)
-        gain = jnp.maximum(tab[v, 2 * r] - tab[v, 2 * r + 1], 0.0)  # cost of x_v = 0
-        zero = reached + gain <= best + tol
-        x = x.at[v].set(jnp.where(zero, 0, 1))
+        r = jnp.sum(_take(x, sep) * weights, axis=0)[None]  # (1, B)
+        tv = jax.lax.dynamic_index_in_dim(tab, v, keepdims=False)
+        gain = jnp.maximum(jnp.take_along_axis(tv, 2 * r, axis=0, mode="promise_in_bounds")
+                           - jnp.take_along_axis(tv, 2 * r + 1, axis=0,
+                                                 mode="promise_in_bounds"), 0.0)[0]
+        zero = reached + gain <= best + tol  # x_v = 0 costs ``gain``
+        x = jax.lax.dynamic_update_index_in_dim(x, jnp.where(zero, 0, 1).astype(x.dtype), v, 0)
         return (x, jnp.where(zero, reached + gain, reached)), None
 
-    down = plan.backtrack
-    x0 = jnp.zeros((n + 1,), jnp.int32)
-    (x, _), _ = jax.lax.scan(assign, (x0, best),
-                             (jnp.asarray(down, jnp.int32), jnp.asarray(plan.clique[down, 1:])))
-    s = jnp.where(free, x[:n].astype(dtype), s_init)
-    return s, objective.value(s), jnp.zeros((), dtype)
+    x0 = jnp.zeros((n + 1, width), jnp.int32)  # row n: the padding slots' 0
+    (x, _), _ = jax.lax.scan(assign, (x0, best), (pt["down"], pt["sep"]))
+    return x[:n]
 
 
 def _min_and_bit(pair):

@@ -683,16 +683,23 @@ def test_refresh_method_unrolled_run_equals_cholesky_in_float64(x64):
         parse_config({**base, "agent": {"refresh_method": "qr"}})
 
 
-def test_level_solver_batching_rule_is_the_per_seed_solver():
-    """The level plan's solver batches with the seed axis last (its own vmap rule): under one
-    vmap, two nested vmaps, vmap inside a lax.cond with a batched predicate (the runner's
-    per-seed form), and JAX's default batching of the same function, every seed's bits equal
-    those of its unbatched solve; and gradients of the LCB value pass (the bits carry none)."""
+@pytest.mark.parametrize("plan_kind", ["levels", "sequential"])
+def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
+    """Both plans' solvers batch with the seed axis last (their own vmap rules; the level plan
+    on a ring, the sequential one on a 4 x 10 grid): under one vmap, two nested vmaps, vmap
+    inside a lax.cond with a batched predicate (the runner's per-seed form), and JAX's default
+    batching of the same function, every seed's bits equal those of its unbatched solve; and
+    gradients of the LCB value pass (the bits carry none)."""
     n, seeds = 40, 6
-    scopes = graphs.graph_scopes(n, _ring(n))
+    edges = _ring(n) if plan_kind == "levels" else graphs.grid_edges(n // 4, 4)
+    scopes = graphs.graph_scopes(n, edges)
     structure = P.make_structure(scopes, "linear", "independent")
     problem = P.make_problem(jax.random.key(0), structure, scopes)
-    plan = dp.make_plan(scopes, exact_ties=False, levels=True)
+    if plan_kind == "levels":
+        plan = dp.make_plan(scopes, exact_ties=False, levels=True)
+    else:
+        plan = dp.make_plan(scopes)
+        assert plan.levels is None and plan.width == 8
     rng = np.random.default_rng(5)
     k, m = scopes.index.shape
     theta = jnp.asarray(np.where(scopes.mask, rng.normal(size=(seeds, k, m)), 0.0), jnp.float32)
@@ -713,9 +720,15 @@ def test_level_solver_batching_rule_is_the_per_seed_solver():
     in_cond = jax.jit(jax.vmap(lambda go, *a: jax.lax.cond(go, lambda: one(*a)[0],
                                                             lambda: a[3])))(
         jnp.arange(seeds) % 2 == 0, *args)
-    solver, tables = dp._level_solver(plan), dp._level_tables(plan)
-    default = jax.jit(jax.vmap(solver.fun, in_axes=(None, 0, 0, 0, 0, 0)))(
-        tables, free, s0, theta, inv, beta)
+    if plan_kind == "levels":
+        solver, tables = dp._level_solver(plan), dp._level_tables(plan)
+        default = jax.jit(jax.vmap(solver.fun, in_axes=(None, 0, 0, 0, 0, 0)))(
+            tables, free, s0, theta, inv, beta)
+    else:
+        solver, tables = dp._sequential_solver(plan), dp._sequential_tables(plan)
+        criteria = jax.vmap(lambda th, iv, bt, s, fr: dp._criterion_tables(
+            plan, lcb.node_objective(structure, problem, th, iv, bt).terms, s, fr))(*args)
+        default = jax.jit(jax.vmap(solver.fun, in_axes=(None, 0)))(tables, criteria)
     np.testing.assert_array_equal(batched, single)
     np.testing.assert_array_equal(np.asarray(nested).reshape(seeds, n), single)
     np.testing.assert_array_equal(np.asarray(in_cond)[::2], single[::2])
