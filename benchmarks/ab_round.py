@@ -4,6 +4,7 @@
     python benchmarks/ab_round.py --change problem --kind linucb --repeats 9
     python benchmarks/ab_round.py --change inverse --kind async_lazy
     python benchmarks/ab_round.py --change vertex_write --kind linucb
+    python benchmarks/ab_round.py --change shared --kind async_lazy
 
 Each change rebuilds the program as it was before it (A) beside gsjax's (B); outputs are checked
 equal bit for bit, then the calls are alternated repetition by repetition in this process
@@ -23,6 +24,10 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
   replaced (on CPU a loop of one trip per scope entry, 2k per solve).
 * ``union`` (2026-12-02): async's union of the triggering criteria's scopes reads disjoint
   scopes by a gather (:func:`gsjax.lcb.scope_slots`); A is the scatter-max it replaced.
+* ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
+  (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
+  the command line runs them, so both are one compiled program; A is the static program of
+  ``--kind`` (what the cost of sharing is measured against).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import workloads as W  # noqa: E402
 from gsjax import config, experiment, lcb, philox, runner  # noqa: E402
 from gsjax import algorithms  # noqa: E402
 from gsjax.algorithms import HARD, AgentSpec, kernel  # noqa: E402
+from gsjax.algorithms.base import with_reference  # noqa: E402
 from gsjax.problem import seed_rows  # noqa: E402
 
 
@@ -87,7 +93,7 @@ def _scatter_union(truth, scopes, mask, n, slots=None):
 def _patched(change: str):
     """``(module, name, replacement)`` that rebuilds the program before ``change`` (``None``
     for ``problem``: its "before" is a problem, not code)."""
-    if change == "problem":
+    if change in ("problem", "shared"):
         return None
     if change == "inverse":
         real = kernel.ridge_init
@@ -117,7 +123,7 @@ def _workload(change: str, kind: str, seeds: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
-                    choices=("inverse", "noise", "problem", "vertex_write", "union"))
+                    choices=("inverse", "noise", "problem", "vertex_write", "union", "shared"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)
@@ -133,6 +139,9 @@ def main(argv=None) -> int:
             prob = seed_rows(problem, np.zeros(S, int))._replace(
                 **{f: getattr(problem, f) for f in ("theta", "s_star", "loss_star",
                                                    "s_star_residual", "rff_omega", "rff_phase")})
+        params = p
+        if args.change == "shared" and not before:
+            params = with_reference(p, AgentSpec(), per_criterion=args.kind == "async_lazy")
         patch = _patched(args.change) if before else None
         real = patch and getattr(patch[0], patch[1])
         if patch:
@@ -141,8 +150,8 @@ def main(argv=None) -> int:
             a = algo()
             fn = runner.make_sweep(a, structure, T, record_every=T, compact=not a.always_solves,
                                    buffer=max(2, S // 16), problem_per_seed=per_seed)
-            compiled = fn.lower(keys, prob, p, mc).compile(runner.compiler_options())
-            return lambda: jax.block_until_ready(compiled(keys, prob, p, mc))
+            compiled = fn.lower(keys, prob, params, mc).compile(runner.compiler_options())
+            return lambda: jax.block_until_ready(compiled(keys, prob, params, mc))
         finally:
             if patch:
                 setattr(patch[0], patch[1], real)

@@ -170,15 +170,18 @@ _SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_inclu
 
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str = ""
            ) -> tuple[AgentSpec, AgentParams]:
-    """The entry's spec and params; the global lazy's reference reading is traced, so that
-    ``lazy`` entries of either reading compile to one program (a persistent-cache hit)."""
+    """The entry's spec and params; the global lazy's reference reading and whether a lazy
+    kind decides per criterion are traced, so that ``lazy`` entries of either reading and
+    ``async_lazy`` compile to one program (the later ones a persistent-cache hit)."""
     spec = AgentSpec(**{f: getattr(ac, f) for f in _SPEC_FIELDS}, **_adaptive_options(ac))
     params = AgentParams.create(
         k, lambda_reg=ac.lambda_reg, beta=ac.beta, pgd_lr=ac.pgd_lr,
         trigger_ratio=ac.trigger_ratio, oful_delta=ac.oful_delta, oful_S=ac.oful_S,
         oful_sigma=sigma_k if ac.oful_sigma is None else ac.oful_sigma, oful_L=ac.oful_L,
         dtype=dtype)
-    return spec, with_reference(params, spec) if algorithm == "lazy" else params
+    if algorithm not in ("lazy", "async_lazy"):
+        return spec, params
+    return spec, with_reference(params, spec, per_criterion=algorithm == "async_lazy")
 
 
 def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):

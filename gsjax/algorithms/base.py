@@ -54,6 +54,10 @@ class AgentParams(NamedTuple):
     # triggering criteria's references reset), 0.0 "global"; None: ``AgentSpec.reference``
     # (static). Traced, both readings run one compiled program (:func:`with_reference`).
     own_reference: jax.Array | None = None
+    # () 1.0: the lazy kinds decide per criterion (async_lazy), 0.0 globally (lazy); None: the
+    # algorithm's own kind (static). Traced with ``own_reference``, lazy and async_lazy run one
+    # compiled program (:func:`with_reference`).
+    per_criterion: jax.Array | None = None
 
     @classmethod
     def create(
@@ -98,11 +102,14 @@ class AgentParams(NamedTuple):
         )
 
 
-def with_reference(params: AgentParams, spec: AgentSpec) -> AgentParams:
-    """``params`` carrying ``spec.reference`` as a traced value (``own_reference``), so that
-    the global doubling's two readings trace, and compile, to one program."""
-    own = jnp.asarray(spec.reference == "own", params.log_trigger.dtype)
-    return params._replace(own_reference=own)
+def with_reference(params: AgentParams, spec: AgentSpec, per_criterion: bool = False
+                   ) -> AgentParams:
+    """``params`` carrying ``spec.reference`` (``own_reference``) and whether the lazy kind
+    decides per criterion (``per_criterion``: async_lazy) as traced values, so that lazy of
+    either reading and async_lazy trace, and compile, to one program."""
+    dtype = params.log_trigger.dtype
+    return params._replace(own_reference=jnp.asarray(spec.reference == "own", dtype),
+                           per_criterion=jnp.asarray(per_criterion, dtype))
 
 
 _WHERE = "AgentParams.create"

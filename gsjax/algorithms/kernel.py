@@ -204,7 +204,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
             triggered, fired = playing & triggered, L.where(playing, fired)
         d = schedule.decide(L, fired, logdet, state.logdet_ref,
                             lambda c: est.union(L, c, graph, problem), n,
-                            own=params.own_reference)
+                            own=params.own_reference, per=params.per_criterion)
         if forced is not False:
             d = schedules.forced(L, d, forced, logdet)
         new_state = BanditState(stats=stats, logdet_ref=d.logdet_ref, s=state.s, t=t,

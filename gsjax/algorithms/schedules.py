@@ -16,13 +16,17 @@ the coordinates left free, the criteria that count an update, and the new refere
 refinement round of Section 5.2). An estimator with one joint determinant (Section 5.3) is a
 schedule over one "criterion".
 
-``decide(L, fired, logdet, logdet_ref, union, n, own=None)``: ``L`` is the kernel's
+``decide(L, fired, logdet, logdet_ref, union, n, own=None, per=None)``: ``L`` is the kernel's
 :class:`~gsjax.algorithms.decisions.Logic` (hard booleans or soft gates: one schedule serves
 both), ``fired`` its truth values (k,) of the trigger, ``logdet`` and ``logdet_ref`` are (k,),
 ``union(criteria) -> (n,)`` the OR of the marked criteria's scopes (the estimator's: the
 problem's scopes, or a learned graph's; called only by the schedules that need it), ``n`` the
 number of coordinates, ``own`` the reference reading as a traced value
-(``AgentParams.own_reference``; ``None``: the schedule's static ``reference``).
+(``AgentParams.own_reference``; ``None``: the schedule's static ``reference``) and ``per``
+whether the lazy kinds decide per criterion (async) as a traced value
+(``AgentParams.per_criterion``; ``None``: the schedule's own kind). With both traced,
+:func:`doubling` and :func:`per_criterion` trace to the same program (:func:`_lazy_traced`),
+so ``lazy`` and ``async_lazy`` compile once.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ class Schedule(NamedTuple):
 
 
 def every_round() -> Schedule:
-    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
-        del logdet_ref, union, own
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
+        del logdet_ref, union, own, per
         k = fired.shape[0]
         return Decision(L.true(()), L.true((n,)), L.true((k,)), logdet)
 
@@ -66,7 +70,9 @@ def doubling(reference: str = "global") -> Schedule:
     if reference not in ("global", "own"):
         raise ValueError(f"unknown reference {reference!r}; allowed: ('global', 'own')")
 
-    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
+        if per is not None and own is not None:
+            return _lazy_traced(L, fired, logdet, logdet_ref, union, n, own, per)
         del union
         reopt = L.any(fired)
         updated = jnp.broadcast_to(reopt, fired.shape)
@@ -81,11 +87,26 @@ def doubling(reference: str = "global") -> Schedule:
 
 
 def per_criterion() -> Schedule:
-    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None) -> Decision:
+    def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
+        if per is not None and own is not None:
+            return _lazy_traced(L, fired, logdet, logdet_ref, union, n, own, per)
         del n, own
         return Decision(L.any(fired), union(fired), fired, L.select(fired, logdet, logdet_ref))
 
     return Schedule("per_criterion", False, decide)
+
+
+def _lazy_traced(L, fired, logdet, logdet_ref, union, n: int, own, per) -> Decision:
+    """:func:`doubling` (``per == 0``; reading ``own``) or :func:`per_criterion` (``per > 0``),
+    chosen by traced values: the same decision, selected (the union of the fired scopes is
+    computed by both)."""
+    reopt = L.any(fired)
+    every = jnp.broadcast_to(reopt, fired.shape)
+    async_ = per > 0
+    updated = jnp.where(async_, fired, every)
+    reset = jnp.where(async_ | (own > 0), fired, every)
+    free = jnp.where(async_, union(fired), jnp.broadcast_to(reopt, (n,)))
+    return Decision(reopt, free, updated, L.select(reset, logdet, logdet_ref))
 
 
 def forced(L, decision: Decision, flag, logdet) -> Decision:
