@@ -568,22 +568,24 @@ def _sequential_solver(plan: Plan):
 
 def _sequential_tables(plan: Plan) -> dict:
     """The sequential plan's static index tables as arrays (see :func:`_level_solver` on why
-    they are an argument): the scan's steps, the flat criterion-table entries that make up each
-    bucket (``i 2^m + entry``; ``k 2^m``, a zero row, for padding), and the back-tracking's
-    steps. ``touched``: whether a step's variable, and its parent, already hold a message (else
-    their buckets are built from the criteria tables at that step)."""
+    they are an argument): the scan's steps, each bucket's criteria (``crit``; ``k`` pads),
+    each criterion's flat table entries in a bucket (``offset``: ``i 2^m + entry``; row ``k``
+    reads a zero row), and the back-tracking's steps. ``v_touched``, ``p_touched``: whether a
+    step's variable, and its parent, already hold a message (else their buckets are built from
+    the criteria tables at that step)."""
     k, n, entries = plan.num_criteria, plan.num_coords, 2 ** plan.scope_size
     order, down = plan.order, np.asarray(plan.backtrack, np.int32)
     parent = plan.parent[order]
     crit = np.concatenate([plan.crit, np.full((1, plan.crit.shape[1]), k, np.int32)])  # row n
-    term = np.concatenate([plan.term, np.zeros((1, plan.term.shape[1]), np.int32)])
-    cells = crit[:, :, None] * entries + term[crit]  # (n + 1, C, 2^W)
+    offset = np.concatenate([plan.term + (np.arange(k) * entries)[:, None],
+                             np.full((1, plan.term.shape[1]), k * entries, np.int32)])
     got = np.zeros(n + 1, bool)  # a message has reached the row
     v_touched, p_touched = np.zeros(n, bool), np.zeros(n, bool)
     for t, (v, p) in enumerate(zip(order, parent)):
         v_touched[t], p_touched[t] = got[v], got[p]
         got[p] = True
-    return {"cells": jnp.asarray(cells, jnp.int32), "order": jnp.asarray(order),
+    return {"crit": jnp.asarray(crit), "offset": jnp.asarray(offset, jnp.int32),
+            "order": jnp.asarray(order),
             "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
             "down": jnp.asarray(down),
@@ -607,8 +609,8 @@ def _sequential_batched(plan: Plan, pt: dict, tables):
     flat = jnp.concatenate([tables.reshape(-1, width), jnp.zeros((1, width), dtype)])
 
     def bucket(u):  # (2^W, B): the criteria tables of variable u's bucket, summed
-        cells = jax.lax.dynamic_index_in_dim(pt["cells"], u, keepdims=False)  # (C, 2^W)
-        return jnp.sum(_take(flat, cells), axis=0)
+        crit = jax.lax.dynamic_index_in_dim(pt["crit"], u, keepdims=False)  # (C,)
+        return jnp.sum(_take(flat, _take(pt["offset"], crit)), axis=0)  # over (C, 2^W, B)
 
     def row(tab, u, touched):
         return jax.lax.cond(touched, lambda: jax.lax.dynamic_index_in_dim(tab, u, keepdims=False),
@@ -622,7 +624,7 @@ def _sequential_batched(plan: Plan, pt: dict, tables):
         into = row(tab, p, p_touched) + _take(message, gather)
         return jax.lax.dynamic_update_index_in_dim(tab, into, p, 0), None
 
-    tab = jnp.zeros((n + 1, pt["cells"].shape[-1], width), dtype)  # filled as the scan goes
+    tab = jnp.zeros((n + 1, pt["offset"].shape[-1], width), dtype)  # filled as the scan goes
     tab, _ = jax.lax.scan(eliminate, tab, (pt["order"], pt["parent"], pt["msg"],
                                            pt["v_touched"], pt["p_touched"]))
     best = tab[n, 0]  # (B,)
