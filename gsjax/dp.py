@@ -61,6 +61,7 @@ tie-rule path's answers lie up to ``64 eps |min|`` above the minimum, the level 
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 import heapq
 from typing import NamedTuple
@@ -546,28 +547,14 @@ def _criterion_tables(plan: Plan, terms, s_init, free):
 
 def _sequential_solver(plan: Plan):
     """The sequential plan's solver of one objective, ``(plan_tables, tables (k, 2^m)) -> x``
-    ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), with its own batching rule
-    as :func:`_level_solver`'s: under ``vmap`` the seeds go on the last axis
-    (:func:`_sequential_batched`), so each scan step moves rows of contiguous seeds where
-    JAX's default batching makes a per-entry loop of the message's scatter-add and gathers."""
-
-    @jax.custom_batching.custom_vmap
-    def solve(plan_tables, tables):
-        return _sequential_batched(plan, plan_tables, tables[..., None])[..., 0]
-
-    @solve.def_vmap
-    def _(axis_size, in_batched, plan_tables, tables):
-        plan_tables = jax.tree_util.tree_map(lambda t, batched: t[0] if batched else t,
-                                             plan_tables, in_batched[0])
-        tables = (jnp.moveaxis(tables, 0, -1) if in_batched[1] else
-                  jnp.broadcast_to(tables[..., None], tables.shape + (axis_size,)))
-        return jnp.moveaxis(_sequential_batched(plan, plan_tables, tables), -1, 0), True
-
-    return solve
+    ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), batched with the seed axis
+    last (:func:`_seed_last`, :func:`_sequential_batched`): each scan step moves rows of
+    contiguous seeds where JAX's default batching makes per-entry loops of its gathers."""
+    return _seed_last(functools.partial(_sequential_batched, plan))
 
 
 def _sequential_tables(plan: Plan) -> dict:
-    """The sequential plan's static index tables as arrays (see :func:`_level_solver` on why
+    """The sequential plan's static index tables as arrays (see :func:`_seed_last` on why
     they are an argument): the scan's steps, each bucket's criteria (``crit``; ``k`` pads),
     each criterion's flat table entries in a bucket (``offset``: ``i 2^m + entry``; row ``k``
     reads a zero row), and the back-tracking's steps. ``v_touched``, ``p_touched``: whether a
@@ -658,12 +645,12 @@ def _min_and_bit(pair):
     return jnp.where(take, one, zero), take.astype(jnp.int32)
 
 
-def _level_solver(plan: Plan):
-    """The level plan's solver of one objective, ``(tables, free, s_init, theta_hat, inv,
-    beta) -> x`` ((n,) int32 bits; ``tables``: :func:`_level_tables`), with its own batching
-    rule: under ``vmap`` the batch axis goes last (:func:`_levels_batched`), so every gather of
-    the levels copies rows of contiguous seeds instead of looping over single entries. Each
-    seed's arithmetic is the same either way.
+def _seed_last(batched):
+    """The solver of one objective made of ``batched(plan_tables, *args)``, which solves ``B``
+    objectives with the batch axis LAST of every argument and of its result, with its own
+    batching rule: under ``vmap`` the seeds go on that last axis, so the plan's static gathers
+    copy rows of contiguous seeds instead of looping over single entries. Each seed's
+    arithmetic is the same either way (unbatched, ``B = 1``).
 
     The plan's index tables are an argument, not constants of the function: a ``lax.cond``
     under ``vmap`` (the per-seed form of the runner) batches whatever its branches read, and a
@@ -671,24 +658,30 @@ def _level_solver(plan: Plan):
     the rule reads row 0."""
 
     @jax.custom_batching.custom_vmap
-    def solve(tables, free, s_init, theta_hat, inv, beta):
-        args = (free, s_init, theta_hat, inv, beta)
-        return _levels_batched(plan, tables, *(a[..., None] for a in args))[..., 0]
+    def solve(plan_tables, *args):
+        return batched(plan_tables, *(a[..., None] for a in args))[..., 0]
 
     @solve.def_vmap
-    def _(axis_size, in_batched, tables, *args):
-        tables = jax.tree_util.tree_map(lambda t, batched: t[0] if batched else t, tables,
-                                        in_batched[0])
-        args = [jnp.moveaxis(a, 0, -1) if batched else
+    def _(axis_size, in_batched, plan_tables, *args):
+        plan_tables = jax.tree_util.tree_map(lambda t, rows: t[0] if rows else t,
+                                             plan_tables, in_batched[0])
+        args = [jnp.moveaxis(a, 0, -1) if rows else
                 jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
-                for a, batched in zip(args, in_batched[1:])]
-        return jnp.moveaxis(_levels_batched(plan, tables, *args), -1, 0), True
+                for a, rows in zip(args, in_batched[1:])]
+        return jnp.moveaxis(batched(plan_tables, *args), -1, 0), True
 
     return solve
 
 
+def _level_solver(plan: Plan):
+    """The level plan's solver of one objective, ``(tables, free, s_init, theta_hat, inv,
+    beta) -> x`` ((n,) int32 bits; ``tables``: :func:`_level_tables`), batched with the seed
+    axis last (:func:`_seed_last`, :func:`_levels_batched`)."""
+    return _seed_last(functools.partial(_levels_batched, plan))
+
+
 def _level_tables(plan: Plan) -> dict:
-    """The level plan's static index tables as arrays (see :func:`_level_solver`)."""
+    """The level plan's static index tables as arrays (see :func:`_seed_last`)."""
     return {"index": jnp.asarray(plan.index), "mask": jnp.asarray(plan.mask),
             "bits": jnp.asarray(bit_table(plan.scope_size)),
             "position": jnp.asarray(plan.position),

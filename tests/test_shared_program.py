@@ -89,3 +89,21 @@ def test_lazy_and_async_lower_to_one_program():
         shared = with_reference(params, spec, per_criterion=name == "async_lazy")
         texts.append(fn.lower(keys, problem, shared, jnp.float32(0.1)).as_text())
     assert texts[0] == texts[1] == texts[2]
+
+
+def test_per_criterion_flag_alone_keeps_the_static_reading():
+    """``per_criterion`` set without ``own_reference``: the flag still decides, and the
+    doubling schedule keeps its static reading (own: only the fired criteria reset)."""
+    structure, problem, params, keys = _setup()
+    fn = lambda name, spec, p: jax.tree_util.tree_leaves(runner.make_sweep(  # noqa: E731
+        make(name, structure, spec), structure, HORIZON, record_every=10, compact=True,
+        buffer=2)(keys, problem, p, jnp.float32(0.1)))
+    one = jnp.float32(1.0)
+    zero = jnp.float32(0.0)
+    for static, traced in ((fn("async_lazy", AgentSpec(), params),
+                            fn("lazy", AgentSpec(), params._replace(per_criterion=one))),
+                           (fn("lazy", AgentSpec(reference="own"), params),
+                            fn("lazy", AgentSpec(reference="own"),
+                               params._replace(per_criterion=zero)))):
+        for a, b in zip(static, traced):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

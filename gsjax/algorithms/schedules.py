@@ -71,7 +71,8 @@ def doubling(reference: str = "global") -> Schedule:
         raise ValueError(f"unknown reference {reference!r}; allowed: ('global', 'own')")
 
     def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
-        if per is not None and own is not None:
+        if per is not None:
+            own = float(reference == "own") if own is None else own
             return _lazy_traced(L, fired, logdet, logdet_ref, union, n, own, per)
         del union
         reopt = L.any(fired)
@@ -88,8 +89,9 @@ def doubling(reference: str = "global") -> Schedule:
 
 def per_criterion() -> Schedule:
     def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
-        if per is not None and own is not None:
-            return _lazy_traced(L, fired, logdet, logdet_ref, union, n, own, per)
+        if per is not None:  # the reading matters only where per is 0 (global lazy)
+            return _lazy_traced(L, fired, logdet, logdet_ref, union, n,
+                                0.0 if own is None else own, per)
         del n, own
         return Decision(L.any(fired), union(fired), fired, L.select(fired, logdet, logdet_ref))
 
@@ -99,7 +101,9 @@ def per_criterion() -> Schedule:
 def _lazy_traced(L, fired, logdet, logdet_ref, union, n: int, own, per) -> Decision:
     """:func:`doubling` (``per == 0``; reading ``own``) or :func:`per_criterion` (``per > 0``),
     chosen by traced values: the same decision, selected (the union of the fired scopes is
-    computed by both)."""
+    computed by both). The schedules come here whenever ``per`` is given; their programs
+    coincide when ``own`` is traced too (:func:`gsjax.algorithms.base.with_reference` sets
+    both), else a static reading is folded in."""
     reopt = L.any(fired)
     every = jnp.broadcast_to(reopt, fired.shape)
     async_ = per > 0
