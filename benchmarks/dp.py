@@ -24,14 +24,13 @@ timing protocol, and the LCB gap of PGD's answer to the exact minimum,
 ``(LCB(s_pgd) - LCB(s_dp)) / |LCB(s_dp)|``, evaluated in float64 NumPy, mean and max over the
 objectives. Writes ``benchmarks/results/dp_vs_pgd.json``.
 
-``--levels N ...``: the level plan (``make_plan(..., exact_ties=False)``, many eliminations
-at once) against the sequential plan of the configs (``exact_ties=True``: one ``lax.scan`` step
-a coordinate) on ``N``-node graphs (``--graphs``; chain added), each plan's solver a jitted
-``vmap`` over ``seeds`` objectives, compiled apart (first call minus the median), timed
-alternately (``benchmarks/timing.py``); the plans' widths, the number of levels, whether
-``make_plan``'s default would take the levels (``auto``), the plan's build time, and the float64
-LCB of the sequential answer above the level answer's. A plan of more than 600 levels (the
-4 x N/4 grid at N = 10^4: 4171) is not unrolled. Writes ``benchmarks/results/dp_levels_sS.json``.
+``--levels N ...``: the DP's three plans (:func:`bench_levels`: the configs' sequential plan
+with exact ties, the sequential ``min_fill`` plan without, the ``levels`` plan of many
+eliminations at once) on ``N``-node graphs (``--graphs``; chain added), each plan's solver a
+jitted ``vmap`` over ``seeds`` objectives, compiled apart (first call minus the median), timed
+alternately (``benchmarks/timing.py``); the plans' widths, and the float64 LCB of each answer
+above the sequential plan's. A plan of more than 600 levels (the 4 x N/4 grid at N = 10^4:
+4171) is not unrolled. Writes ``benchmarks/results/dp_levels_sS.json``.
 Run with ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` on CPU: XLA's YNN fusions
 miscompute the float32 LCB tables past criterion 4096 (``tests/test_dp.py``).
 
@@ -114,26 +113,35 @@ def bench(n: int, seeds: int, repeats: int, names) -> dict:
     return row
 
 
+PLANS = {"sequential": {}, "min_fill": {"exact_ties": False, "levels": False},
+         "levels": {"exact_ties": False, "levels": True}}
+
+
 def bench_levels(n: int, graph: str, seeds: int, repeats: int) -> dict:
-    """The level plan (``make_plan(..., exact_ties=False)``: many eliminations at once) against
-    the sequential plan of the configs (``exact_ties=True``, one ``lax.scan`` step per
-    coordinate) on ``seeds`` random objectives of a graph, timed alternately (timing.py)."""
+    """The three plans of ``dp.make_plan`` on ``seeds`` random objectives of a graph, timed
+    alternately (timing.py): ``sequential`` (the configs' default, ``exact_ties=True``: one
+    ``lax.scan`` step per coordinate, the criteria tables in the vertex enumerator's
+    arithmetic), ``min_fill`` (``exact_ties=False, levels=False``: the same scan in the
+    narrower of the two orders, the tables multiplied out seed-last) and ``levels``
+    (``exact_ties=False, levels=True``: many eliminations at once; not unrolled past 600)."""
     from timing import interleave
 
     scopes, structure, problem, arrays = _case(n, seeds, graph=graph)
     row = {"n": n, "graph": graph, "seeds": seeds, "repeats": repeats}
     plans = {}
-    for name, kw in (("sequential", {}), ("levels", {"exact_ties": False, "levels": True})):
+    for name, kw in PLANS.items():
         t0 = time.perf_counter()
         try:
             plans[name] = dp.make_plan(scopes, **kw)
         except dp.TooWide as err:
-            return {**row, "refused": f"{name}: {err}"}
+            row[name] = {"refused": str(err)}
+            continue
         row[name] = {"plan_s": time.perf_counter() - t0, "width": plans[name].width}
-    row["levels"]["num_levels"] = len(plans["levels"].levels)
-    row["levels"]["auto"] = dp.make_plan(scopes, exact_ties=False).levels is not None
-    if len(plans["levels"].levels) > 600:
-        return {**row, "skipped": f"{len(plans['levels'].levels)} levels: not unrolled"}
+    if "levels" in plans:
+        row["levels"]["num_levels"] = len(plans["levels"].levels)
+        row["levels"]["auto"] = dp.make_plan(scopes, exact_ties=False).levels is not None
+        if len(plans["levels"].levels) > 600:
+            row["levels"]["skipped"] = f"{len(plans.pop('levels').levels)} levels: not unrolled"
 
     def solver(plan):
         def one(theta, inv, beta, s0):
@@ -152,38 +160,42 @@ def bench_levels(n: int, graph: str, seeds: int, repeats: int) -> dict:
         row[name].update(median_s=med, cpu_median_s=timed[name]["cpu_median"],
                          compile_s=max(row[name]["first_s"] - med, 0.0),
                          per_solve_us=1e6 * med / seeds)
-    exact = [_lcb64(scopes, *arrays[:3], outs[name]) for name in ("sequential", "levels")]
-    # (LCB(sequential) - LCB(levels)) / |LCB(levels)| in float64: >= 0 where the level plan's
-    # answer is at least as low (the tie-rule path may keep a vertex up to 64 eps |min| above)
-    gap = (exact[0] - exact[1]) / np.abs(exact[1])
-    row["lcb_gap"] = {"min": float(gap.min()), "max": float(gap.max())}
-    row["same_answer"] = float(np.mean(np.all(outs["sequential"] == outs["levels"], -1)))
+    # (LCB(plan) - LCB(sequential)) / |LCB(sequential)| in float64: every plan reaches the
+    # minimum, up to the tie rule's tolerance (a vertex up to 64 eps |min| above it)
+    exact = {name: _lcb64(scopes, *arrays[:3], out) for name, out in outs.items()}
+    for name in set(outs) - {"sequential"}:
+        gap = (exact[name] - exact["sequential"]) / np.abs(exact["sequential"])
+        row[name]["lcb_gap"] = {"min": float(gap.min()), "max": float(gap.max())}
+        row[name]["same_answer"] = float(np.mean(np.all(outs[name] == outs["sequential"], -1)))
     return row
 
 
 def _report_levels(args) -> None:
     load = os.getloadavg()
     rows = [bench_levels(n, g, args.seeds, args.repeats) for n in args.levels for g in args.graphs]
-    print(f"Level plan against the sequential plan: {args.seeds} random objectives per call, "
-          f"float32, {jax.devices()}, load average {load} -> {os.getloadavg()}")
-    print("| graph | n | seq width | levels width | levels | auto | seq ms | levels ms | "
-          "seq / levels | seq compile s | levels compile s | levels plan s | "
-          "LCB(seq) - LCB(levels), / abs, min | max |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"The DP's plans: {args.seeds} random objectives per call, float32, {jax.devices()}, "
+          f"load average {load} -> {os.getloadavg()}; ms (compile s), width; the float64 LCB "
+          "of each answer above the sequential plan's, / abs, min..max")
+    print("| graph | n | sequential | min_fill | levels | sequential / min_fill | "
+          "sequential / levels | gap min_fill | gap levels |")
+    print("|---|---|---|---|---|---|---|---|---|")
+
+    def cell(c):
+        if "median_s" in c:
+            return f"{1e3 * c['median_s']:.1f} ({c['compile_s']:.1f}), w {c['width']}"
+        return c.get("refused") or f"{c['skipped']}, w {c['width']}"
+
+    def ratio(r, name):
+        return f"{r['sequential']['median_s'] / r[name]['median_s']:.2f}" if (
+            "median_s" in r[name] and "median_s" in r["sequential"]) else "–"
+
+    def gap(c):
+        return f"{c['lcb_gap']['min']:.0e}..{c['lcb_gap']['max']:.0e}" if "lcb_gap" in c else "–"
+
     for r in rows:
-        if "refused" in r:
-            print(f"| {r['graph']} | {r['n']} | refused: {r['refused']} |")
-            continue
-        s, lv = r["sequential"], r["levels"]
-        head = (f"| {r['graph']} | {r['n']} | {s['width']} | {lv['width']} | "
-                f"{lv['num_levels']} | {'yes' if lv['auto'] else 'no'} |")
-        if "skipped" in r:
-            print(f"{head} {r['skipped']} |")
-            continue
-        print(f"{head} {1e3 * s['median_s']:.2f} | {1e3 * lv['median_s']:.2f} | "
-              f"{s['median_s'] / lv['median_s']:.1f} | {s['compile_s']:.2f} | "
-              f"{lv['compile_s']:.2f} | {lv['plan_s']:.2f} | {r['lcb_gap']['min']:.1e} | "
-              f"{r['lcb_gap']['max']:.1e} |")
+        print(f"| {r['graph']} | {r['n']} | {cell(r['sequential'])} | {cell(r['min_fill'])} | "
+              f"{cell(r['levels'])} | {ratio(r, 'min_fill')} | {ratio(r, 'levels')} | "
+              f"{gap(r['min_fill'])} | {gap(r['levels'])} |")
     _write(f"dp_levels_s{args.seeds}.json", {"args": vars(args), "load_average": load,
                                            "xla_flags": os.environ.get("XLA_FLAGS", ""),
                                            "rows": rows})
@@ -278,7 +290,7 @@ def main(argv=None):
     ap.add_argument("--vs-pgd", type=int, nargs="+", metavar="K",
                     help="time the DP against large_graphs' PGD at these sizes instead")
     ap.add_argument("--levels", type=int, nargs="+", metavar="N",
-                    help="time the level plan against the sequential plan at these sizes")
+                    help="time the three DP plans (sequential, min_fill, levels) at these sizes")
     ap.add_argument("--graphs", nargs="+", choices=sorted(GRAPHS), default=["ring"])
     ap.add_argument("--config", nargs=2, metavar=("FAMILY", "K"),
                     help="print the config dp_FAMILY.toml (chain, ring, tree, grid) at K nodes")

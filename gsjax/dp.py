@@ -366,8 +366,19 @@ def _order(adj, max_table: int, exact_ties: bool, levels):
         found = _levels(adj, max_table, None if levels else max_levels(len(adj)))
         if found is not None:
             return found[0], [v for level in found[0] for v in level], found[1]
-    order, seps = _elimination(adj, exact_ties, max_table)
-    return None, order, seps
+    if exact_ties:
+        return (None, *_elimination(adj, True, max_table))
+    # the narrower of plain min-fill and the index-ordered one (min-fill is greedy: on a
+    # 4 x n/4 grid numbered along its short side it finds width 9 where the order gives 8)
+    found = []
+    for ordered in (False, True):
+        try:
+            found.append(_elimination(adj, ordered, max_table))
+        except TooWide as err:
+            error = err
+    if not found:
+        raise error
+    return (None, *min(found, key=lambda f: _limits(f[1]).width))
 
 
 def _check_cap(max_table) -> int:
@@ -525,8 +536,11 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
         s = jnp.where(free, x.astype(dtype), s_init)
         return s, objective.value(s), jnp.zeros((), dtype)
     # as for the levels: the bits carry no derivative, and the batching rule has no JVP
-    tables = jax.lax.stop_gradient(_criterion_tables(plan, terms, s_init, free))
-    x = _sequential_solver(plan)(_sequential_tables(plan), tables)
+    if plan.exact_ties:  # the criteria tables in the vertex enumerator's arithmetic
+        args = (_criterion_tables(plan, terms, s_init, free),)
+    else:  # multiplied out seed-last in the batching rule, as the levels do (3x cheaper)
+        args = (free, s_init, terms.theta_hat, terms.inv, terms.beta)
+    x = _sequential_solver(plan)(_sequential_tables(plan), *jax.lax.stop_gradient(args))
     s = jnp.where(free, x.astype(dtype), s_init)
     return s, objective.value(s), jnp.zeros((), dtype)
 
@@ -549,7 +563,9 @@ def _sequential_solver(plan: Plan):
     """The sequential plan's solver of one objective, ``(plan_tables, tables (k, 2^m)) -> x``
     ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), batched with the seed axis
     last (:func:`_seed_last`, :func:`_sequential_batched`): each scan step moves rows of
-    contiguous seeds where JAX's default batching makes per-entry loops of its gathers."""
+    contiguous seeds where JAX's default batching makes per-entry loops of its gathers. Without
+    exact ties it takes ``(plan_tables, free, s_init, theta_hat, inv, beta)`` as the level
+    plan's solver does, and multiplies the criteria tables out seed-last (:func:`_terms`)."""
     return _seed_last(functools.partial(_sequential_batched, plan))
 
 
@@ -571,7 +587,8 @@ def _sequential_tables(plan: Plan) -> dict:
     for t, (v, p) in enumerate(zip(order, parent)):
         v_touched[t], p_touched[t] = got[v], got[p]
         got[p] = True
-    return {"crit": jnp.asarray(crit), "offset": jnp.asarray(offset, jnp.int32),
+    statics = {} if plan.exact_ties else _term_tables(plan)
+    return {**statics, "crit": jnp.asarray(crit), "offset": jnp.asarray(offset, jnp.int32),
             "order": jnp.asarray(order),
             "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
@@ -579,9 +596,10 @@ def _sequential_tables(plan: Plan) -> dict:
             "sep": jnp.asarray(plan.clique[down, 1:])}
 
 
-def _sequential_batched(plan: Plan, pt: dict, tables):
-    """The sequential plan's DP of ``B`` objectives, the batch axis LAST: ``tables`` (k, 2^m, B)
-    the criteria's terms on every assignment of their scopes; returns the (n, B) bits.
+def _sequential_batched(plan: Plan, pt: dict, *args):
+    """The sequential plan's DP of ``B`` objectives, the batch axis LAST: ``args`` the
+    criteria's terms on every assignment of their scopes, ``(k, 2^m, B)``, or (without exact
+    ties) what :func:`_terms` makes them of; returns the (n, B) bits.
 
     One ``lax.scan`` step a variable: its bucket (the criteria tables placed and summed in a
     fixed order, plus the messages it holds), the min over its own bit (slot 0), the message
@@ -591,6 +609,7 @@ def _sequential_batched(plan: Plan, pt: dict, tables):
     those of the whole table, in the same order. Then the back-tracking in decreasing index
     (exact ties: the vertex enumerator's tie rule, see the module docstring), each variable
     after its separator, carrying the value of the best completion."""
+    tables = args[0] if plan.exact_ties else _terms(pt, *args)
     n, dtype = plan.num_coords, tables.dtype
     width = tables.shape[-1]
     flat = jnp.concatenate([tables.reshape(-1, width), jnp.zeros((1, width), dtype)])
@@ -682,9 +701,7 @@ def _level_solver(plan: Plan):
 
 def _level_tables(plan: Plan) -> dict:
     """The level plan's static index tables as arrays (see :func:`_seed_last`)."""
-    return {"index": jnp.asarray(plan.index), "mask": jnp.asarray(plan.mask),
-            "bits": jnp.asarray(bit_table(plan.scope_size)),
-            "position": jnp.asarray(plan.position),
+    return {**_term_tables(plan), "position": jnp.asarray(plan.position),
             "levels": [{"term": jnp.asarray(lv.term), "sep": jnp.asarray(lv.sep),
                         "msg": [jnp.asarray(idx) for _, idx in lv.msg]}
                        for lv in plan.level_data]}
@@ -702,13 +719,7 @@ def _levels_batched(plan: Plan, tables: dict, free, s_init, theta_hat, inv, beta
     levels in reverse, each variable's bit read at its separator's bits."""
     n = plan.num_coords
     dtype = s_init.dtype
-    index = tables["index"]
-    bits = tables["bits"].astype(dtype)[None, :, :, None]  # (1, 2^m, m, 1)
-    phi = jnp.where(free[index][:, None], bits, s_init[index][:, None])
-    phi = jnp.where(tables["mask"][:, None, :, None], phi, 0.0)  # (k, 2^m, m, B)
-    quad = jnp.sum(phi * jnp.sum(inv[:, None] * phi[:, :, None], axis=3), 2)
-    terms = (jnp.sum(phi * theta_hat[:, None], 2)
-             - beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))  # (k, 2^m, B)
+    terms = _terms(tables, free, s_init, theta_hat, inv, beta)
     width = terms.shape[-1]
     flat = jnp.concatenate([terms.reshape(-1, width), jnp.zeros((terms.shape[1], width), dtype)])
     zero = jnp.zeros((1, width), dtype)
@@ -730,6 +741,27 @@ def _levels_batched(plan: Plan, tables: dict, free, s_init, theta_hat, inv, beta
         own = jnp.sum(jnp.where(r[:, None] == entries, bit, 0), axis=1, dtype=jnp.int32)
         x = jax.lax.dynamic_update_slice(x, own, (lv.start, 0))
     return _take(x, tables["position"])
+
+
+def _term_tables(plan: Plan) -> dict:
+    """The static arrays :func:`_terms` reads."""
+    return {"index": jnp.asarray(plan.index), "mask": jnp.asarray(plan.mask),
+            "bits": jnp.asarray(bit_table(plan.scope_size))}
+
+
+def _terms(tables: dict, free, s_init, theta_hat, inv, beta):
+    """(k, 2^m, B) the criteria's LCB terms on every assignment of their scopes' bits (a
+    non-free coordinate at its ``s_init``), ``B`` objectives on the last axis: multiplied out
+    elementwise, the seeds contiguous (not the vertex enumerator's arithmetic: the last bits
+    may differ, so only plans without exact ties use it)."""
+    dtype = s_init.dtype
+    index = tables["index"]
+    bits = tables["bits"].astype(dtype)[None, :, :, None]  # (1, 2^m, m, 1)
+    phi = jnp.where(free[index][:, None], bits, s_init[index][:, None])
+    phi = jnp.where(tables["mask"][:, None, :, None], phi, 0.0)  # (k, 2^m, m, B)
+    quad = jnp.sum(phi * jnp.sum(inv[:, None] * phi[:, :, None], axis=3), 2)
+    return (jnp.sum(phi * theta_hat[:, None], 2)
+            - beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))
 
 
 def _take(a, idx):

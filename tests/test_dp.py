@@ -182,15 +182,19 @@ def test_limits_and_cap():
     assert dp.limits(star, max_table=2 ** 20).width == 19
 
 
+@pytest.mark.parametrize("levels", [None, False])
 @pytest.mark.parametrize("name", sorted(FAMILIES) + ["edge_tree14"])
-def test_min_fill_plan_finds_the_minimum(x64, name):
-    """``exact_ties=False``: the minimum of the brute force (the minimiser may differ)."""
+def test_min_fill_plan_finds_the_minimum(x64, name, levels):
+    """``exact_ties=False``: the minimum of the brute force (the minimiser may differ), by
+    the level plan (taken by default at these sizes) and by the sequential one (``levels=False``:
+    the criteria tables multiplied out seed-last, not in the vertex enumerator's arithmetic)."""
     if name == "edge_tree14":
         scopes = graphs.scopes_from_rows([list(e) for e in _tree(14, 5)], 14)
         structure = P.make_structure(scopes, "linear", "independent")
     else:
         scopes, structure = _setup(name)
-    plan = dp.make_plan(scopes, exact_ties=False)
+    plan = dp.make_plan(scopes, exact_ties=False, levels=levels)
+    assert (plan.levels is None) == (levels is False)
     rng, n = np.random.default_rng(zlib.crc32(name.encode())), scopes.num_coords
     problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=jnp.float64)
     for kind in ("random", "ties"):
@@ -683,10 +687,11 @@ def test_refresh_method_unrolled_run_equals_cholesky_in_float64(x64):
         parse_config({**base, "agent": {"refresh_method": "qr"}})
 
 
-@pytest.mark.parametrize("plan_kind", ["levels", "sequential"])
+@pytest.mark.parametrize("plan_kind", ["levels", "sequential", "sequential_min_fill"])
 def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
     """Both plans' solvers batch with the seed axis last (their own vmap rules; the level plan
-    on a ring, the sequential one on a 4 x 10 grid): under one vmap, two nested vmaps, vmap
+    on a ring, the sequential one on a 4 x 10 grid, with exact ties and without: the latter
+    multiplies the criteria tables out in the rule): under one vmap, two nested vmaps, vmap
     inside a lax.cond with a batched predicate (the runner's per-seed form), and JAX's default
     batching of the same function, every seed's bits equal those of its unbatched solve; and
     gradients of the LCB value pass (the bits carry none)."""
@@ -697,6 +702,11 @@ def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
     problem = P.make_problem(jax.random.key(0), structure, scopes)
     if plan_kind == "levels":
         plan = dp.make_plan(scopes, exact_ties=False, levels=True)
+    elif plan_kind == "sequential_min_fill":
+        # the narrower of plain min-fill (width 9 here) and the index order (8)
+        plan = dp.make_plan(scopes, exact_ties=False, levels=False)
+        assert plan.levels is None and plan.width == 8
+        assert dp._limits(dp._elimination(dp._interaction(scopes), False, 2 ** 20)[1]).width == 9
     else:
         plan = dp.make_plan(scopes)
         assert plan.levels is None and plan.width == 8
@@ -720,8 +730,9 @@ def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
     in_cond = jax.jit(jax.vmap(lambda go, *a: jax.lax.cond(go, lambda: one(*a)[0],
                                                             lambda: a[3])))(
         jnp.arange(seeds) % 2 == 0, *args)
-    if plan_kind == "levels":
-        solver, tables = dp._level_solver(plan), dp._level_tables(plan)
+    if plan_kind != "sequential":
+        solver, tables = ((dp._level_solver(plan), dp._level_tables(plan)) if plan.levels else
+                          (dp._sequential_solver(plan), dp._sequential_tables(plan)))
         default = jax.jit(jax.vmap(solver.fun, in_axes=(None, 0, 0, 0, 0, 0)))(
             tables, free, s0, theta, inv, beta)
     else:

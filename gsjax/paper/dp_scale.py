@@ -7,9 +7,9 @@ all with the unrolled ridge refresh (``refresh_method = "unrolled"``: 2.5x a rou
 10^4, ``python benchmarks/refresh.py``):
 
 * ``dp_FAMILY_K_{lazy,lazy_own,async_lazy}``: global lazy (reference "global" and "own") and
-  async lazy, one run each, with the exact DP solver, ``--seeds`` x ``--horizon`` rounds (the
-  level plan, ``dp_exact_ties = false``, on chains, rings and trees; the sequential plan on
-  grids, whose levels do not shrink);
+  async lazy, one run each, with the exact DP solver, ``--seeds`` x ``--horizon`` rounds, all
+  with ``dp_exact_ties = false`` (the level plan on chains, rings and trees; on grids, whose
+  levels do not shrink, the sequential plan with the criteria tables computed seed-last);
 * ``dp_FAMILY_K_linucb``: LinUCB alone at ``--linucb-horizon`` (it solves every round);
 * ``dp_FAMILY_K_pgd`` (``k <= --pgd-max-k``): the first run with PGD in place of the DP (the
   settings of ``configs/large_graphs.toml``), reported as pgd minus dp per algorithm.
@@ -56,11 +56,12 @@ FAMILIES = ("chain", "ring", "tree", "grid")
 DEFAULT_K = (10, 100, 1000, 10000)
 #: The lazy and async entries of the scale runs (LinUCB runs apart, at its own horizon).
 LAZY = ("lazy", "lazy_own", "async_lazy")
-#: The families run with the DP's level plan (``dp_exact_ties = false``): 10^4 scan steps a solve
-#: otherwise. At 10^4 nodes and 100 objectives the levels solve a ring 2.1x, a tree 5.7x faster
-#: (``python benchmarks/dp.py --levels 10000 --graphs ring chain tree --seeds 100 --repeats 3``);
-#: a chain about as fast. The grid keeps the sequential plan (its levels do not shrink).
-LEVEL_PLAN = ("chain", "ring", "tree")
+# Every family runs without the vertex enumerator's tie rule (``dp_exact_ties = false``): the
+# level plan on chains, rings and trees (a tree 5.5x faster at 10^4 nodes than the sequential
+# plan, ``python benchmarks/dp.py --levels 10000 --graphs ring chain tree --seeds 100``); on the
+# grid, whose levels do not shrink, the sequential plan with its criteria tables multiplied out
+# seed-last (1.85x the exact-ties plan at 10^4 nodes, ``python benchmarks/dp.py --levels 1000
+# 10000 --graphs grid --seeds 100``).
 
 
 def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
@@ -119,8 +120,8 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
 
     ``name``: default ``dp_FAMILY``; ``record_every``: default ``max(1, horizon // 20)``;
     ``algorithms``: the entries, in this order, of ``linucb``, ``lazy``, ``lazy_own`` (lazy,
-    reference "own") and ``async_lazy``; ``exact_ties = False``: the DP's level plan
-    (``dp_exact_ties = false``); ``solver = "pgd"``: large_graphs.toml's PGD instead of the DP,
+    reference "own") and ``async_lazy``; ``exact_ties = False``: ``dp_exact_ties = false``
+    (the level plan where its levels shrink); ``solver = "pgd"``: large_graphs.toml's PGD instead of the DP,
     each solve's residual its LCB above the DP's exact minimum (``pgd_gap = true``);
     ``refresh_method = "unrolled"``: the ridge refresh unrolled (:func:`gsjax.linalg.refresh`).
     """
@@ -150,8 +151,8 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
         "sizes the same way.", 99, break_on_hyphens=False,
         initial_indent=" " * 17).lstrip()  # room for 'description = """'
     levels = "" if exact_ties else (
-        "dp_exact_ties = false  # the level plan (many eliminations at once, not one scan "
-        "step a coordinate)\n")
+        "dp_exact_ties = false  # the level plan (many eliminations at once) where its levels "
+        "shrink\n")
     if solver == "pgd":
         solver_lines = (_pgd_lines() + "pgd_gap = true  # max_lcb_residual: PGD's LCB above the "
                         "exact minimum (the DP's) at its solves\n" + levels)
@@ -306,7 +307,7 @@ def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon:
     finished one is kept apart), ``dp_FAMILY_K_linucb`` and, with ``pgd``, ``dp_FAMILY_K_pgd``
     (the three lazy entries)."""
     every = _record_every(horizon)
-    common = dict(seeds=seeds, exact_ties=family not in LEVEL_PLAN, refresh_method="unrolled")
+    common = dict(seeds=seeds, exact_ties=False, refresh_method="unrolled")
     name = f"dp_{family}_{k}"
     texts = {f"{name}_{a}": family_config(family, k, name=f"{name}_{a}", horizon=horizon,
                                           record_every=every, algorithms=(a,), **common)
@@ -333,7 +334,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
                                    keep)["algorithms"][a] for a in LAZY}}
     lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log, keep=keep)
     row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
-           "exact_ties": family not in LEVEL_PLAN,
+           "exact_ties": False,
            "algorithms": {a: _algo(main, a, seeds) for a in LAZY},
            "linucb": {"horizon": linucb_horizon, **_algo(lin, "linucb", seeds)}}
     g = row["algorithms"]
