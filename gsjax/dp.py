@@ -43,8 +43,10 @@ holds only higher coordinates); the back-tracking carries the value of the best 
 spends the tolerance exactly as the enumerator's comparison does. On naturally numbered chains,
 rings and narrow grids (numbered along the short side) the restriction costs nothing; on a
 tree numbered from its root it is ruinous, and ``make_plan(..., exact_ties=False)`` (plain
-min-fill, another choice among tied minimisers) is the way there. :func:`limits` reports the
-width of either.
+min-fill, another choice among tied minimisers; sequentially, the narrower of plain and
+restricted min-fill) is the way there. :func:`limits` reports the width of either. Without the
+tie rule the criteria's tables need not be the enumerator's arithmetic either: they are
+multiplied out seed-last inside the solver's batching rule (:func:`_terms`).
 
 Levels keep only the minimum, not that tie rule: the lowest index ``p`` is fixed by deciding the
 coordinates one at a time from the highest down, each decision spending part of one shared
@@ -468,9 +470,10 @@ def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bo
     (a ``ValueError`` naming the width) when one bucket table, ``2^(w+1)`` entries, would exceed
     ``max_table`` (an integer >= 2).
 
-    ``exact_ties=False`` drops the order restriction (plain min-fill: a smaller width where the
-    numbering is bad, e.g. a tree numbered from its root): the minimum is still exact, but
-    among several minimisers the one kept is not necessarily the vertex enumerator's.
+    ``exact_ties=False`` drops the order restriction (the narrower of plain and restricted
+    min-fill: a smaller width where the numbering is bad, e.g. a tree numbered from its root):
+    the minimum is still exact, but among several minimisers the one kept is not necessarily
+    the vertex enumerator's.
 
     ``levels``: eliminate many variables at once (see the module docstring), ``plan.levels``
     the variables of each level. ``None`` (default): levels exactly when ``exact_ties=False``
@@ -538,7 +541,8 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     # as for the levels: the bits carry no derivative, and the batching rule has no JVP
     if plan.exact_ties:  # the criteria tables in the vertex enumerator's arithmetic
         args = (_criterion_tables(plan, terms, s_init, free),)
-    else:  # multiplied out seed-last in the batching rule, as the levels do (3x cheaper)
+    else:  # multiplied out seed-last in the batching rule, as the levels do (a grid's whole
+        # solve 1.65-1.85x faster, benchmarks/RESULTS.md)
         args = (free, s_init, terms.theta_hat, terms.inv, terms.beta)
     x = _sequential_solver(plan)(_sequential_tables(plan), *jax.lax.stop_gradient(args))
     s = jnp.where(free, x.astype(dtype), s_init)

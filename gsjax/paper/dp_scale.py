@@ -121,8 +121,9 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
     ``name``: default ``dp_FAMILY``; ``record_every``: default ``max(1, horizon // 20)``;
     ``algorithms``: the entries, in this order, of ``linucb``, ``lazy``, ``lazy_own`` (lazy,
     reference "own") and ``async_lazy``; ``exact_ties = False``: ``dp_exact_ties = false``
-    (the level plan where its levels shrink); ``solver = "pgd"``: large_graphs.toml's PGD instead of the DP,
-    each solve's residual its LCB above the DP's exact minimum (``pgd_gap = true``);
+    (the level plan where its levels shrink); ``solver = "pgd"``: large_graphs.toml's PGD
+    instead of the DP, each solve's residual its LCB above the DP's exact minimum
+    (``pgd_gap = true``);
     ``refresh_method = "unrolled"``: the ridge refresh unrolled (:func:`gsjax.linalg.refresh`).
     """
     check_sizes([family], [k])
