@@ -399,16 +399,16 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
                 continue
             start = on_chunk = None
             if ck is not None and ck["current"] == name:
-                start = (ck["carry_leaves"], ck["rounds_done"], ck["records"])
+                start = (ck["carry_leaves"], ck["rounds_done"], ck["records"], ck["seconds"])
                 chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
             if folder is not None:  # every process gathers the carry (a collective);
                 # process 0 writes it, while the next chunk runs
 
-                def on_chunk(leaves, rounds, records, name=name, finished=dict(done)):
+                def on_chunk(leaves, rounds, records, seconds, name=name, finished=dict(done)):
                     if writer:
                         saver.submit(parts.save, folder, digest, seed_start, finished,
                                      name, leaves, rounds, records,
-                                     processes=distributed.process_count())
+                                     processes=distributed.process_count(), seconds=seconds)
 
             done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
                              progress=None if progress is None else progress(name, horizon,

@@ -604,12 +604,14 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
     are compiled once; sharded, the carry keeps one sharding. After each chunk
     ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
-    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, chunk_records)``
-    gets host copies (the chunk's records only) and ``progress(rounds_done, horizon)`` is
-    called; ``start=(carry_leaves, rounds_done, records_so_far)`` continues there (the records
-    so far as a list of pieces in round order, e.g. the chunks' records). Returns ``(carry,
-    records, compile_seconds, run_seconds)``: host records joined on the round axis (1, or 2
-    under a grid), padding seeds included.
+    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, chunk_records,
+    seconds)`` gets host copies (the chunk's records only) and the ``(compile, run)`` seconds
+    spent so far, and ``progress(rounds_done, horizon)`` is called; ``start=(carry_leaves,
+    rounds_done, records_so_far[, seconds])`` continues there (the records so far as a list of
+    pieces in round order, e.g. the chunks' records; ``seconds``: those spent before, added to
+    this call's). Returns ``(carry, records, compile_seconds, run_seconds)``: host records
+    joined on the round axis (1, or 2 under a grid), padding seeds included; the seconds those
+    of the whole run, across resumes.
     """
     keys, problem = batch.keys, batch.problem
     axis = 2 if grid else 1
@@ -623,6 +625,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         c_shard = jax.tree_util.tree_map(lambda _: _by_seed(spec), carry_shapes)
         init_fn = jax.jit(init_fn, out_shardings=c_shard)
         chunk_fn = jax.jit(chunk_fn, out_shardings=(c_shard, None))
+    before = (0.0, 0.0) if start is None or len(start) < 4 else tuple(start[3])
     t0 = time.perf_counter()
     if start is None:
         init_c = init_fn.lower(keys, problem, params).compile(compiler_options())
@@ -630,7 +633,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         carry = jax.block_until_ready(init_c(keys, problem, params))
         done, pieces = 0, []
     else:
-        leaves, done, so_far = start
+        leaves, done, so_far = start[:3]
         if done % chunk_rounds:
             raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
                              "it (use the chunk size of the interrupted run)")
@@ -658,7 +661,10 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
         pieces.append(distributed.host(rec))
         if on_chunk is not None:
-            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[-1])
+            seconds = (before[0] + (t1 - t0) + (t3 - t2),
+                       before[1] + (t2 - t1) + (time.perf_counter() - t3))
+            on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[-1],
+                     seconds)
         if progress is not None:
             progress(rounds, horizon)
 
@@ -676,7 +682,8 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     carry = jax.block_until_ready(carry)
     t4 = time.perf_counter()
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
-    return carry, records, (t1 - t0) + (t3 - t2), (t2 - t1) + (t4 - t3)
+    return (carry, records, before[0] + (t1 - t0) + (t3 - t2),
+            before[1] + (t2 - t1) + (t4 - t3))
 
 
 def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Structure,

@@ -390,7 +390,7 @@ def test_chunked_and_resumed_sweeps_equal_the_whole_one(x64, loss, targets):
     whole = runner.sweep(*args)
     saved = []
     chunked = runner.sweep(*args, chunk_rounds=10,
-                           on_chunk=lambda leaves, done, rec: saved.append((leaves, done, rec)))
+                           on_chunk=lambda leaves, done, rec, *_: saved.append((leaves, done, rec)))
     assert [s[1] for s in saved] == [10, 20, 30, 40, 50, 60]
     ran = []
     leaves, done, _ = saved[2]  # after round 30; on_chunk hands each chunk's records
@@ -506,7 +506,7 @@ def test_nonfinite_target_names_the_seed_and_round(x64):
     with pytest.raises(NonFiniteFeedback) as e:
         runner.sweep(jax.random.key(0), seed_ids, make("lazy_ogd", spec), spec, prob,
                      _params([0.5], [0.05], 2), T, 5, 3, chunk_rounds=5,
-                     on_chunk=lambda leaves, done, rec: saved.append(done))
+                     on_chunk=lambda leaves, done, rec, *_: saved.append(done))
     assert (e.value.seed_id, e.value.round) == (int(seed_ids[want]), first[want])
     assert f"seed {seed_ids[want]}" in str(e.value) and f"round {first[want]}" in str(e.value)
     assert all(done < first[want] for done in saved)

@@ -288,3 +288,39 @@ def test_parts_are_written_once_and_a_one_file_checkpoint_still_resumes(tmp_path
     assert f"resuming from {out}: linucb done, lazy at round 20" in capsys.readouterr().out
     assert not (out / checkpoint.FILENAME).exists() and not (out / checkpoint.PARTS).exists()
     _assert_same_arrays(ref, out)
+
+
+def test_resumed_run_reports_the_whole_runs_seconds(tmp_path, tiny_config, compile_cache):
+    """A checkpoint keeps the current run's compile and run seconds so far, and the resumed run
+    reports them plus its own (not only the time since the resume): with the checkpoint's
+    seconds set to 500 and 1000, the resumed lazy run reports at least that, and at most that
+    plus the resume's wall time; the finished run keeps its seconds; the arrays are the
+    uninterrupted run's."""
+    import time
+
+    from gsjax import checkpoint, experiment
+    from gsjax.config import load_config
+    from gsjax.results import read_npz, write_npz
+
+    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
+    cur = checkpoint.meta(out)["current"]
+    assert cur["compile_seconds"] > 0 and cur["run_seconds"] > 0
+    done = checkpoint.meta(out)["completed"]["linucb"]
+    arrays = read_npz(out / checkpoint.FILENAME)
+    meta = json.loads(str(arrays["meta"]))
+    meta["current"].update(compile_seconds=500.0, run_seconds=1000.0)
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    write_npz(out / checkpoint.FILENAME, arrays, compress=False)
+    assert checkpoint.load(out)["seconds"] == (500.0, 1000.0)
+
+    t0 = time.perf_counter()
+    summary = experiment.run_config(load_config(tiny_config(**SMALL)), out, log=lambda *a: None,
+                                    figures=False, chunk_rounds=10)
+    wall = time.perf_counter() - t0
+    lazy = summary["algorithms"]["lazy"]
+    assert 500.0 < lazy["compile_seconds"] <= 500.0 + wall
+    assert 1000.0 < lazy["run_seconds"] <= 1000.0 + wall
+    assert (summary["algorithms"]["linucb"]["compile_seconds"],
+            summary["algorithms"]["linucb"]["run_seconds"]) == (done["compile_seconds"],
+                                                              done["run_seconds"])
+    _assert_same_arrays(ref, out)
