@@ -228,12 +228,14 @@ def max_levels(n: int) -> int:
     return int(4 * np.log2(max(n, 2))) + 16
 
 
-def _levels(adj: list[set], max_table: int, most=None):
+def _levels(adj: list[set], max_table: int, most=None, min_fill=None):
     """The level elimination of the cheapest degree bound: ``LEVEL_COST`` per level plus the
     entries of its bucket tables (each level padded to its widest), over the bounds from the
     sequential min-fill width up by ``LEVEL_SLACK`` (within the cap); ``TooWide`` when none
-    fits; ``None`` when every bound needs more than ``most`` levels."""
-    w_seq = _limits(_elimination(adj, False, max_table)[1]).width
+    fits; ``None`` when every bound needs more than ``most`` levels. ``min_fill()``: the plain
+    min-fill elimination, if the caller keeps it."""
+    plain = min_fill() if min_fill else _elimination(adj, False, max_table)
+    w_seq = _limits(plain[1]).width
     max_width = max_table.bit_length() - 2
     best, err = None, None
     for bound in range(w_seq, min(w_seq + LEVEL_SLACK, max_width) + 1):
@@ -363,19 +365,27 @@ def _order(adj, max_table: int, exact_ties: bool, levels):
     if levels and exact_ties:
         raise ValueError("dp: levels=True needs exact_ties=False: the vertex enumerator's "
                          "tie rule assigns the coordinates one at a time, in decreasing index")
+    kept = {}  # the eliminations computed so far, by ``ordered`` (a refusal is not kept)
+
+    def elimination(ordered: bool):
+        if ordered not in kept:
+            kept[ordered] = _elimination(adj, ordered, max_table)
+        return kept[ordered]
+
     if levels or (levels is None and not exact_ties):
         # auto: at most max_levels(n) levels within the cap, else the sequential order
-        found = _levels(adj, max_table, None if levels else max_levels(len(adj)))
+        found = _levels(adj, max_table, None if levels else max_levels(len(adj)),
+                        lambda: elimination(False))
         if found is not None:
             return found[0], [v for level in found[0] for v in level], found[1]
     if exact_ties:
-        return (None, *_elimination(adj, True, max_table))
+        return (None, *elimination(True))
     # the narrower of plain min-fill and the index-ordered one (min-fill is greedy: on a
     # 4 x n/4 grid numbered along its short side it finds width 9 where the order gives 8)
     found = []
     for ordered in (False, True):
         try:
-            found.append(_elimination(adj, ordered, max_table))
+            found.append(elimination(ordered))
         except TooWide as err:
             error = err
     if not found:
