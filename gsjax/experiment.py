@@ -172,7 +172,7 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str =
            ) -> tuple[AgentSpec, AgentParams]:
     """The entry's spec and params; the global lazy's reference reading and whether a lazy
     kind decides per criterion are traced, so that ``lazy`` entries of either reading and
-    ``async_lazy`` compile to one program (the later ones a persistent-cache hit)."""
+    ``async_lazy`` compile to one program (:func:`_algorithm`: compiled once in a process)."""
     spec = AgentSpec(**{f: getattr(ac, f) for f in _SPEC_FIELDS}, **_adaptive_options(ac))
     params = AgentParams.create(
         k, lambda_reg=ac.lambda_reg, beta=ac.beta, pgd_lr=ac.pgd_lr,
@@ -182,6 +182,21 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str =
     if algorithm not in ("lazy", "async_lazy"):
         return spec, params
     return spec, with_reference(params, spec, per_criterion=algorithm == "async_lazy")
+
+
+def _algorithm(name: str, structure: Structure, spec: AgentSpec, made: dict):
+    """``REGISTRY[name](structure, spec)``, except that the lazy kinds, whose reading and
+    decision are traced (:func:`_agent`), share one object per spec up to its reading (kept in
+    ``made``): their sweeps then trace and compile once (:func:`gsjax.runner.make_chunked`)."""
+    if name not in ("lazy", "async_lazy"):
+        return REGISTRY[name](structure, spec)
+    key = dataclasses.replace(spec, reference="global")
+    try:
+        if key not in made:
+            made[key] = REGISTRY["lazy"](structure, key)
+    except TypeError:  # an unhashable spec: its own object
+        return REGISTRY[name](structure, spec)
+    return made[key]
 
 
 def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
@@ -237,6 +252,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
 
     sigma_k = _noise_sigma_per_criterion(pc, scopes)
     built_algos, plans = [], {}
+    made = {}
     for entry in cfg.algorithms:
         ac = entry.agent
         if (ac.solver == "vertex" and not structure.disjoint
@@ -270,7 +286,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
             stacked = [_agent(p, k, sigma_k, dtype, entry.algorithm)[1] for p in per_point]
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
-        algo = REGISTRY[entry.algorithm](structure, spec)
+        algo = _algorithm(entry.algorithm, structure, spec, made)
         built_algos.append(
             BuiltAlgorithm(entry.name, entry.algorithm, algo, spec, params, move_cost, fallback))
     return Built(cfg, scopes, structure, problem, per_seed, tuple(built_algos), dtype, seed_start)

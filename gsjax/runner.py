@@ -31,6 +31,8 @@ seeds that re-optimise (:func:`advance_compact`). The loop is shared with
 
 from __future__ import annotations
 
+import collections
+import functools
 import os
 import time
 from pathlib import Path
@@ -427,7 +429,10 @@ def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
 def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
                  record_every: int = 1, problem_per_seed: bool = False, compact: bool = False,
                  buffer: int = 8, grid: bool = False, shard: bool = False):
-    """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk.
+    """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk; the same objects for
+    the same arguments (the last few kept), so that :func:`drive` reuses their compiled
+    programs: sweeps of one algorithm object with other traced params (lazy, lazy_own and
+    async_lazy of one config, :func:`gsjax.experiment.build`) trace and compile once.
 
     ``init_fn(keys, problem, params) -> carry`` and
     ``chunk_fn(carry, t0, keys, problem, params, move_cost) -> (carry, records)`` for rounds
@@ -442,6 +447,17 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
     """
     check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
     check_rounds(record_every, "record_every", "make_chunked")
+    args = (algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid,
+            shard)
+    try:
+        return _chunked(*args)
+    except TypeError:  # an unhashable part (a structure holding arrays): built anew
+        return _chunked.__wrapped__(*args)
+
+
+@functools.lru_cache(maxsize=8)
+def _chunked(algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer,
+             grid, shard):
 
     def init(keys, problem, params):
         return jax.vmap(lambda key, prob: init_carry(key, algo, structure, prob, params),
@@ -595,6 +611,29 @@ def _repad(x, size: int, num: int, axis: int):
     return np.concatenate([real, pad], axis=axis)
 
 
+#: Compiled programs of recent sweeps by (jitted function, its arguments' types and shardings).
+_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
+_KEEP_PROGRAMS = 8
+
+
+def _compiled(fn, *args):
+    """``fn.lower(*args).compile(compiler_options())``, kept for the same ``fn`` and argument
+    types: a second sweep of one program neither traces nor compiles again (its compile time
+    is then ~0)."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    key = (fn, treedef, tuple((jax.typeof(x), getattr(x, "sharding", None)) for x in leaves))
+    try:
+        hit = _PROGRAMS.pop(key, None)
+    except TypeError:  # unhashable: compiled anew
+        return fn.lower(*args).compile(compiler_options())
+    if hit is None:
+        hit = fn.lower(*args).compile(compiler_options())
+    _PROGRAMS[key] = hit
+    while len(_PROGRAMS) > _KEEP_PROGRAMS:
+        _PROGRAMS.popitem(last=False)
+    return hit
+
+
 def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizon: int,
           chunk_rounds: int, first_bad, grid: bool = False, start=None, on_chunk=None,
           progress=None):
@@ -628,7 +667,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     before = (0.0, 0.0) if start is None or len(start) < 4 else tuple(start[3])
     t0 = time.perf_counter()
     if start is None:
-        init_c = init_fn.lower(keys, problem, params).compile(compiler_options())
+        init_c = _compiled(init_fn, keys, problem, params)
         t1 = time.perf_counter()
         carry = jax.block_until_ready(init_c(keys, problem, params))
         done, pieces = 0, []
@@ -653,8 +692,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         t1 = time.perf_counter()
     t2 = time.perf_counter()
     # Lowered on the real carry, so the chunk is compiled for its shardings too.
-    chunk_c = chunk_fn.lower(carry, jnp.int32(0), keys, problem, params, *chunk_args).compile(
-        compiler_options())
+    chunk_c = _compiled(chunk_fn, carry, jnp.int32(0), keys, problem, params, *chunk_args)
     t3 = time.perf_counter()
 
     def finish(carry, rec, rounds):  # a finished chunk's host work

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gsjax import config as C
+from gsjax import experiment as E
 from gsjax import graphs, runner
 from gsjax import problem as P
 from gsjax.algorithms import AgentParams, AgentSpec, make
@@ -106,4 +108,29 @@ def test_per_criterion_flag_alone_keeps_the_static_reading():
                             fn("lazy", AgentSpec(reference="own"),
                                params._replace(per_criterion=zero)))):
         for a, b in zip(static, traced):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_an_experiments_lazy_kinds_trace_and_compile_once():
+    """Through :func:`gsjax.experiment.run_experiment`: lazy of both readings and async_lazy
+    share one algorithm object, so their sweeps reuse one compiled init and chunk program (the
+    programs ``runner`` keeps), and each entry's numbers are those of a run of that entry
+    alone."""
+    cfg = C.load_config("section7_2", ["seeds=3", "horizon=40", "record_every=10"])
+    cfg = dataclasses.replace(cfg, algorithms=tuple(
+        e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")))
+    assert len(cfg.algorithms) == 3
+    built = E.build(cfg)
+    assert len({id(ba.algo) for ba in built.algorithms}) == 1
+    runner._PROGRAMS.clear()
+    together = E.run_experiment(cfg, built=built)
+    assert len(runner._PROGRAMS) == 2  # one init and one chunk program for the three entries
+    updates = [np.asarray(together.runs[e.name].totals.updates) for e in cfg.algorithms]
+    assert not np.array_equal(updates[0], updates[1])  # the entries differ: each reads its
+    assert not np.array_equal(updates[0], updates[2])  # own traced flags
+    for entry in cfg.algorithms:
+        runner._PROGRAMS.clear()
+        alone = E.run_experiment(dataclasses.replace(cfg, algorithms=(entry,)))
+        for a, b in zip(jax.tree_util.tree_leaves(together.runs[entry.name].totals),
+                        jax.tree_util.tree_leaves(alone.runs[entry.name].totals)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
