@@ -129,6 +129,10 @@ def contenders(w, kind, seeds, horizon, cfg):
             marks.append((time.perf_counter(), time.process_time()))
 
         quarter = horizon // 4
+        # forget the programs runner keeps in-process: the warm compile is the persistent
+        # cache's (a new process's), as in a second `gsjax run`
+        runner._PROGRAMS.clear()
+        runner._chunked.cache_clear()
         res = runner.sweep(jax.random.key(0), np.arange(seeds), algo, w["structure"],
                            w["problem"], p, move_cost, horizon, record_every=quarter,
                            chunk_rounds=quarter, progress=progress)
