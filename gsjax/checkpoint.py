@@ -1,19 +1,19 @@
 """Checkpoints of an experiment in progress: ``checkpoint.npz`` in the run folder and the parts
 it names in ``checkpoint.parts/``.
 
-After every chunk the runner hands over the carry of every seed (host copies), the rounds
-done and that chunk's records. What is new is written once, each piece its own file in
-``checkpoint.parts/``: the chunk's records, and a finished run's result (at the first chunk
-of the run after it). Then ``checkpoint.npz`` replaces the previous one: the config's hash,
-the first seed's global id, the carry, the rounds done, the seconds the current run has
-compiled and run so far (a resumed run reports the whole run's) and the names of the parts it
-stands on. Every file is written atomically and each part before the checkpoint that names it, so a
-kill at any moment leaves the previous checkpoint or the new one, each whole. A checkpoint
-costs the carry and one chunk's records, not the run so far: one file holding everything,
-rewritten after every chunk, wrote 1.45 GB over ``section7_2`` at 1024 seeds x 2000 rounds
-against 115 MB now (``python benchmarks/checkpoints.py``). Keys depend only on the root
-seed, the seed ids and the round index, so a resumed run
-(:func:`gsjax.experiment.run_sweeps`) draws exactly what the uninterrupted run would have.
+After every chunk the runner hands over the carry of every seed (host copies), the rounds done
+and that chunk's records. What is new is written once, each piece its own file in
+``checkpoint.parts/``: the chunk's records, and a finished run's result (at the first chunk of
+the run after it). Then ``checkpoint.npz`` replaces the previous one: the config's hash, the
+first seed's global id, the carry, the rounds done, the seconds the current run has compiled and
+run so far (a resumed run reports the whole run's) and the names of the parts it stands on.
+Every file is written atomically and each part before the checkpoint that names it, so a kill at
+any moment leaves the previous checkpoint or the new one, each whole. A checkpoint costs the
+carry and one chunk's records, not the run so far: one file holding everything, rewritten after
+every chunk, wrote 1.45 GB over ``section7_2`` at 1024 seeds x 2000 rounds against 115 MB now
+(``python benchmarks/checkpoints.py``). Keys depend only on the root seed, the seed ids and the
+round index, so a resumed run (:func:`gsjax.experiment.run_sweeps`) draws exactly what the
+uninterrupted run would have.
 
 A checkpoint of one file (no parts: gsjax up to commit 391d257) still loads and resumes.
 """
@@ -167,14 +167,14 @@ def _part(folder, name: str) -> dict:
 def load(folder, result=SweepResult, types=None, data: bytes | None = None) -> dict | None:
     """The checkpoint in ``folder`` as a dict, or None when there is none.
 
-    Keys: ``config_hash``, ``seed_start``, ``processes`` (1 for a checkpoint that does not
-    say), ``completed`` (name -> ``result``), ``current`` (name), ``rounds_done``,
-    ``seconds`` (the current run's ``(compile, run)`` seconds so far), ``carry_leaves`` (list), ``records`` (a list of ``types["records"]`` in round order, one
-    per part: join them on the round axis), ``parts`` (the part names, None for a one-file
-    checkpoint). ``types`` maps fields of ``result`` to their NamedTuple class (default: the
-    bandit's ``totals``/``records``; other fields are dicts). :class:`Unreadable` when a file
-    is damaged or missing. ``data``: :func:`pack`'s bytes, read elsewhere (by process 0 of a
-    multi-process run), instead of the files.
+    Keys: ``config_hash``, ``seed_start``, ``processes`` (1 for a checkpoint that does not say),
+    ``completed`` (name -> ``result``), ``current`` (name), ``rounds_done``, ``seconds`` (the
+    current run's ``(compile, run)`` seconds so far), ``carry_leaves`` (list), ``records`` (a list
+    of ``types["records"]`` in round order, one per part: join them on the round axis), ``parts``
+    (the part names, None for a one-file checkpoint). ``types`` maps fields of ``result`` to their
+    NamedTuple class (default: the bandit's ``totals``/``records``; other fields are dicts).
+    :class:`Unreadable` when a file is damaged or missing. ``data``: :func:`pack`'s bytes, read
+    elsewhere (by process 0 of a multi-process run), instead of the files.
     """
     types = {"totals": RunTotals, "records": Records} if types is None else types
     path = Path(folder) / FILENAME
