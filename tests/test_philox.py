@@ -195,3 +195,25 @@ def test_many_blocks_on_an_axis_equal_block_by_block(x64, precision, monkeypatch
     unrolled = philox.normals(*args, precision=precision)
     assert axis.shape == (41, 5)
     np.testing.assert_array_equal(np.asarray(axis), np.asarray(unrolled))
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_many_blocks_match_the_reference(x64, precision):
+    """A draw of many blocks (41 uniforms: 11 blocks in float32, 21 in float64: the block-axis
+    path), compiled, for a batch of seeds and a column of rounds: every uniform is the
+    reference's word(s) at its counter, bit for bit."""
+    root, seeds, rounds, num = 3, np.array([0, 9, 2**32 - 1], np.uint32), np.array([17, 2**20]), 41
+    u = np.asarray(jax.jit(lambda t: philox.uniforms(root, seeds, t[:, None], num,
+                                                     precision=precision))(rounds))
+    assert u.shape == (num, 2, 3)
+    for t_i, rnd in enumerate(rounds):
+        for s_i, seed in enumerate(seeds):
+            for i in range(num):
+                if precision == "float32":
+                    word = reference((i // 4, int(rnd), 0, 0), (root, int(seed)), 32)[i % 4]
+                    want = ((word >> 9) + 0.5) * 2.0**-23
+                else:
+                    a, b = reference((i // 2, int(rnd), 0, 0), (root, int(seed)), 32)[
+                        2 * (i % 2): 2 * (i % 2) + 2]
+                    want = ((a >> 6) * 67108864.0 + (b >> 6) + 0.5) * 2.0**-52
+                assert u[i, t_i, s_i] == want, (i, rnd, seed)
