@@ -15,7 +15,7 @@ import pytest
 from gsjax.config import ConfigError, config_hash, dict_hash, load_config, parse_config
 from gsjax.experiment import run_config
 from gsjax.paper import dp_scale
-from gsjax.results import read_json
+from gsjax.results import read_json, read_npz
 
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("chain", "ring", "tree", "grid")
@@ -218,7 +218,64 @@ def test_kept_runs_are_the_driver_configs():
     assert kept
     for name, entry in kept.items():
         _, family, k, *rest = name.split("_")
-        texts = dp_scale.scale_configs(family, int(k), 100, 10000, 1000, pgd=int(k) <= 100)
-        assert entry["config_hash"] == config_hash(parse_config(tomllib.loads(texts[name])))
+        texts = dp_scale.scale_configs(family, int(k), 100, 10000, 1000, pgd=int(k) <= 1000)
+        if "seed_start" in entry:  # one seed part of a run: NAME_sSTART
+            base, start = name.rsplit("_s", 1)
+            assert int(start) == entry["seed_start"]
+            text = dp_scale.seed_part_config(texts[base], entry["seed_parts"])[0]
+            assert len(entry["summary"]["per_seed"]) == len(entry["summary"]["algorithms"])
+        else:
+            text = texts[name]
+        assert entry["config_hash"] == config_hash(parse_config(tomllib.loads(text)))
         for a, v in entry["summary"]["algorithms"].items():
             assert {"prediction_regret", "movement_cost", "total_updates", "run_seconds"} <= set(v)
+
+
+def test_seed_parts_merge_to_the_whole_run(tiny_run, monkeypatch, tmp_path):
+    """--seed-parts: a run split into runs of consecutive seeds, each kept by itself, merges
+    into the whole run's numbers (a seed's draws depend on its global id only); --part runs some
+    parts now, the row comes when the last is in, and kept parts are not run again."""
+    keep = tmp_path / "runs.json"
+    argv = ["--families", "ring", "--k", "12", "--seeds", "3", "--horizon", "20",
+            "--linucb-horizon", "10", "--pgd-max-k", "10", "--keep", str(keep),
+            "--seed-parts", "3"]
+    assert dp_scale.main(["--out", str(tmp_path / "a"), *argv, "--part", "0", "2"]) == 0
+    assert read_json(tmp_path / "a" / "dp_scale.json")["families"]["ring"] == []
+    kept = read_json(keep)
+    algo = {"lazy": "lazy", "lazy_own": "lazy_own", "async_lazy": "async_lazy",
+            "linucb": "linucb"}
+    runs = [f"dp_ring_12_{x}" for x in algo]
+    assert sorted(kept) == sorted(f"{r}_s{i}" for r in runs for i in (0, 2))
+    whole = read_json(tiny_run / "dp_scale.json")["families"]["ring"][0]
+    for x, a in algo.items():  # a part's seeds are the whole run's seeds from its start
+        r = f"dp_ring_12_{x}"
+        seeds = read_npz(tiny_run / r / "arrays.npz")[f"{a}/totals/prediction_regret"]
+        for i in (0, 2):
+            assert kept[f"{r}_s{i}"]["seed_start"] == i
+            assert kept[f"{r}_s{i}"]["summary"]["per_seed"][a]["prediction_regret"] == [
+                float(seeds[i])]
+    ran = []
+    real = dp_scale.run_config
+    monkeypatch.setattr(dp_scale, "run_config", lambda cfg, *a, **k: ran.append(
+        (cfg.name, k["seed_start"])) or real(cfg, *a, **k))
+    assert dp_scale.main(["--out", str(tmp_path / "b"), *argv, "--part", "1"]) == 0
+    assert sorted(ran) == sorted((r, 1) for r in runs)
+    (row,) = read_json(tmp_path / "b" / "dp_scale.json")["families"]["ring"]
+    for a in dp_scale.LAZY:
+        for key in ("prediction_regret", "movement_cost", "total_updates", "total_regret",
+                    "total_changes"):
+            assert row["algorithms"][a][key] == whole["algorithms"][a][key], (a, key)
+        for key in ("waste_updates", "waste_movement"):
+            assert row[key] == whole[key]
+    for key in ("prediction_regret", "movement_cost", "total_updates"):
+        assert row["linucb"][key] == whole["linucb"][key]
+    kept = read_json(keep)
+    for r in runs:
+        parts = [kept[f"{r}_s{i}"]["summary"]["algorithms"] for i in range(3)]
+        assert kept[r]["seed_parts"] == 3
+        for a, v in kept[r]["summary"]["algorithms"].items():
+            assert v["run_seconds"] == sum(p[a]["run_seconds"] for p in parts)
+    ran.clear()
+    assert dp_scale.main(["--out", str(tmp_path / "c"), *argv]) == 0  # all kept: nothing runs
+    assert ran == []
+    assert dp_scale.main(["--out", str(tmp_path / "d"), *argv[:-1], "2"]) == 2  # 2 does not divide 3

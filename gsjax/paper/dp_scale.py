@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shlex
 import sys
 import textwrap
@@ -46,11 +47,11 @@ from gsjax.experiment import run_config
 from gsjax.paper._common import pm, ratio, script_section
 from gsjax.paper.large_graphs import stiffness
 from gsjax.plotting import _plt, _save
-from gsjax.results import read_json, write_json, write_text
+from gsjax.results import mean_stderr, read_json, read_npz, write_json, write_text
 
 __all__ = ["FAMILIES", "GRAPHS", "FAMILY_ABOUT", "tree_edges", "family_config", "check_sizes",
-           "default_sizes", "scale_configs", "run_family", "run_all", "table", "plot",
-           "report_section", "main"]
+           "default_sizes", "scale_configs", "seed_part_config", "run_family", "run_all", "table",
+           "plot", "report_section", "main"]
 
 FAMILIES = ("chain", "ring", "tree", "grid")
 DEFAULT_K = (10, 100, 1000, 10000)
@@ -240,7 +241,8 @@ ALL_AT_ONCE_K = 1000
 
 
 def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
-         keep: Path | None = None) -> dict:
+         keep: Path | None = None, seed_start: int | None = None, seed_parts: int = 1
+         ) -> dict:
     """Run the config ``text`` into ``OUT/NAME``, written first to ``OUT/configs/NAME.toml``; a
     finished run of the same config there is read, not rerun (one of another config is refused
     before anything is written). ``buffer``: :func:`gsjax.experiment.run_config`'s.
@@ -248,11 +250,16 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
     ``keep``: a JSON file of finished runs' results (what the table reads of each summary, by
     name, with the config hash): a run found there under the same hash is read from it, and a
     run that finishes is added to it. Small enough to commit, so that a run finished on one
-    machine is not run again on the next (``docs/reproduce/dp_scale/runs.json``)."""
+    machine is not run again on the next (``docs/reproduce/dp_scale/runs.json``).
+
+    ``seed_start``: run the seeds from this global id (one of ``seed_parts`` parts of a run
+    split by :func:`_run_parts`); the summary then also holds each seed's numbers
+    (``per_seed``)."""
     cfg = parse_config(tomllib.loads(text))
     digest = config_hash(cfg)
     kept = read_json(keep) if keep is not None and keep.is_file() else {}
-    if kept.get(name, {}).get("config_hash") == digest:
+    if (kept.get(name, {}).get("config_hash") == digest
+            and kept[name].get("seed_start") == seed_start):
         log(f"-- {name}: finished, read from {keep}")
         return kept[name]["summary"]
     folder = out / name
@@ -270,11 +277,98 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
         log(f"-- {name}: finished, read from {folder}")
         summary = read_json(folder / "summary.json")
     else:
-        log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds")
-        summary = run_config(cfg, folder, log=log, figures=False, buffer=buffer)
+        log(f"-- {name}: {cfg.seeds} seeds x {cfg.horizon} rounds"
+            + ("" if seed_start is None else f" from seed {seed_start}"))
+        summary = run_config(cfg, folder, log=log, figures=False, buffer=buffer,
+                             seed_start=seed_start or 0)
+    summary = _kept(summary)
+    if seed_start is not None:
+        summary["per_seed"] = _per_seed(read_npz(folder / "arrays.npz"), summary["algorithms"])
     if keep is not None:
         kept = read_json(keep) if keep.is_file() else {}
-        kept[name] = {"config_hash": digest, "summary": _kept(summary)}
+        kept[name] = {"config_hash": digest, "summary": summary, **(
+            {} if seed_start is None else {"seed_start": seed_start, "seed_parts": seed_parts})}
+        write_json(keep, dict(sorted(kept.items())))
+    return summary
+
+
+def _per_seed(arrays: dict, algorithms) -> dict:
+    """Each seed's numbers behind :func:`_kept`'s means, per algorithm, computed as
+    :func:`gsjax.experiment.summarise` computes them (in the arrays' own dtypes)."""
+    out = {}
+    for a in algorithms:
+        t = {f: np.asarray(arrays[f"{a}/totals/{f}"])
+             for f in ("prediction_regret", "movement_cost", "updates", "changes",
+                       "max_lcb_residual")}
+        out[a] = {"prediction_regret": t["prediction_regret"].tolist(),
+                  "movement_cost": t["movement_cost"].tolist(),
+                  "total_regret": (t["prediction_regret"] + t["movement_cost"]).tolist(),
+                  "total_updates": t["updates"].sum(-1).tolist(),
+                  "total_changes": t["changes"].sum(-1).tolist(),
+                  "max_lcb_residual": t["max_lcb_residual"].tolist()}
+    return out
+
+
+def _merge(parts: list[dict]) -> dict:
+    """One summary (:func:`_kept`'s keys) from the summaries of a run's seed parts, in seed
+    order: means and standard errors over all their seeds, seconds summed over the parts."""
+    algos = {}
+    for a in parts[0]["algorithms"]:
+        seeds = {key: [x for p in parts for x in p["per_seed"][a][key]]
+                 for key in parts[0]["per_seed"][a]}
+        algos[a] = {**{key: mean_stderr(seeds[key]) for key in _KEYS if key in seeds},
+                    **{key: sum(p["algorithms"][a][key] for p in parts)
+                       for key in ("compile_seconds", "run_seconds")}}
+        if "max_lcb_residual" in parts[0]["algorithms"][a]:
+            algos[a]["max_lcb_residual"] = max(seeds["max_lcb_residual"])
+    return {"algorithms": algos}
+
+
+def seed_part_config(text: str, parts: int) -> tuple[str, int]:
+    """The config of one of ``parts`` equal parts of the seeds of the config ``text`` (its
+    ``seeds`` line divided; the part's first seed is given at run time) and the part's size."""
+    seeds = tomllib.loads(text)["seeds"]
+    if parts < 1 or seeds % parts:
+        raise ConfigError("--seed-parts", f"must be >= 1 and divide the seeds ({seeds}); "
+                                          f"got {parts}")
+    part, n = re.subn(r"(?m)^seeds = \d+$", f"seeds = {seeds // parts}", text, count=1)
+    assert n == 1, "a driver config has its seeds on a line of its own"
+    return part, seeds // parts
+
+
+def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
+               keep: Path | None = None, parts: int = 1, only=None) -> dict | None:
+    """:func:`_run` in ``parts`` runs of consecutive seeds (``OUT/NAME_sSTART``, each kept by
+    itself), so that a run too long for one machine's session is finished piece by piece: the
+    seeds' draws depend on their global ids only (DESIGN section 3), so the merged summary
+    (:func:`_merge`, kept under the whole run's name and config hash) is the whole run's.
+    ``only``: the part indices to run now (default all); returns None while a part is
+    missing."""
+    if parts == 1:
+        return _run(text, out, name, log, buffer, keep)
+    digest = config_hash(parse_config(tomllib.loads(text)))
+    kept = read_json(keep) if keep is not None and keep.is_file() else {}
+    if kept.get(name, {}).get("config_hash") == digest:
+        log(f"-- {name}: finished, read from {keep}")
+        return kept[name]["summary"]
+    part_text, size = seed_part_config(text, parts)
+    part_digest = config_hash(parse_config(tomllib.loads(part_text)))
+    done = []
+    for i in range(parts):
+        part = f"{name}_s{i * size}"
+        if only is not None and i not in only and (kept.get(part, {}).get("config_hash"),
+                                                   kept.get(part, {}).get("seed_start")
+                                                   ) != (part_digest, i * size):
+            log(f"-- {part}: not run now (--part)")
+            continue
+        done.append(_run(part_text, out, part, log, None if buffer is None else size, keep,
+                         seed_start=i * size, seed_parts=parts))
+    if len(done) < parts:
+        return None
+    summary = _merge(done)
+    if keep is not None:
+        kept = read_json(keep) if keep.is_file() else {}
+        kept[name] = {"config_hash": digest, "summary": summary, "seed_parts": parts}
         write_json(keep, dict(sorted(kept.items())))
     return summary
 
@@ -325,15 +419,21 @@ def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon:
 
 
 def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_horizon: int,
-               pgd: bool, log=print, keep: Path | None = None) -> dict:
-    """The runs of one (family, k); returns its row of ``dp_scale.json`` (``keep``: see
-    :func:`_run`)."""
+               pgd: bool, log=print, keep: Path | None = None, seed_parts: int = 1,
+               part=None) -> dict | None:
+    """The runs of one (family, k); returns its row of ``dp_scale.json``, or None while a seed
+    part of one of its runs is missing (``keep``: see :func:`_run`; ``seed_parts``, ``part``:
+    :func:`_run_parts`'s ``parts`` and ``only``)."""
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
     buffer = seeds if k >= ALL_AT_ONCE_K else None
-    main = {"algorithms": {a: _run(texts[f"{name}_{a}"], out, f"{name}_{a}", log, buffer,
-                                   keep)["algorithms"][a] for a in LAZY}}
-    lin = _run(texts[f"{name}_linucb"], out, f"{name}_linucb", log, keep=keep)
+    runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
+                            None if key == "linucb" else buffer, keep, seed_parts, part)
+            for key in (*LAZY, "linucb", *(("pgd",) if pgd else ()))}
+    if any(r is None for r in runs.values()):
+        return None
+    main = {"algorithms": {a: runs[a]["algorithms"][a] for a in LAZY}}
+    lin = runs["linucb"]
     row = {"k": k, "name": name, "seeds": seeds, "horizon": horizon,
            "exact_ties": False,
            "algorithms": {a: _algo(main, a, seeds) for a in LAZY},
@@ -344,7 +444,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     row["waste_movement"] = {r: ratio(g[r]["movement_cost"], g["async_lazy"]["movement_cost"])
                              for r in ("lazy", "lazy_own")}
     if pgd:
-        p = _run(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer, keep)
+        p = runs["pgd"]
         row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
                                    for key in ("prediction_regret", "movement_cost")}
                                for a in LAZY}
@@ -353,20 +453,24 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     return row
 
 
-def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep) -> str:
+def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep,
+             seed_parts=1) -> str:
     ks = sorted({k for f in families for k in sizes[f]})
     return (f"python -m gsjax.paper.dp_scale --out {shlex.quote(str(out))} --families "
             f"{' '.join(families)} --k {' '.join(map(str, ks))} --seeds {seeds} --horizon "
             f"{horizon} --linucb-horizon {linucb_horizon} --pgd-max-k {pgd_max_k}"
-            + ("" if keep is None else f" --keep {shlex.quote(str(keep))}"))
+            + ("" if keep is None else f" --keep {shlex.quote(str(keep))}")
+            + ("" if seed_parts == 1 else f" --seed-parts {seed_parts}"))
 
 
 def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10000,
-            linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print, keep=None
-            ) -> tuple[dict, list[str]]:
+            linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print, keep=None,
+            seed_parts: int = 1, part=None) -> tuple[dict, list[str]]:
     """Every (family, k): ``dp_scale.{json,md,png}`` in ``out``; returns the result and its
     markdown lines (the command first). ``ks``: the sizes of every family (default
-    :func:`default_sizes`); ``keep``: a JSON file of finished runs (see :func:`_run`)."""
+    :func:`default_sizes`); ``keep``: a JSON file of finished runs (see :func:`_run`);
+    ``seed_parts``, ``part``: each run in that many parts of its seeds, only the parts listed
+    run now (see :func:`_run_parts`); a (family, k) with a part missing has no row yet."""
     out = Path(out)
     keep = None if keep is None else Path(keep)
     families = list(families)
@@ -375,16 +479,25 @@ def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10
                        ("--linucb-horizon", linucb_horizon)):
         if value < 1:
             raise ConfigError(key, f"must be >= 1; got {value}")
+    if seed_parts < 1 or seeds % seed_parts:
+        raise ConfigError("--seed-parts", f"must be >= 1 and divide --seeds ({seeds}); "
+                                          f"got {seed_parts}")
+    if part is not None and not all(0 <= i < seed_parts for i in part):
+        raise ConfigError("--part", f"indices must be in 0..{seed_parts - 1}; got {list(part)}")
     sizes = {f: list(ks) if ks else default_sizes(f) for f in families}
-    command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep)
+    command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep,
+                       seed_parts)
     result = {"command": command, "seeds": seeds, "horizon": horizon,
               "linucb_horizon": linucb_horizon, "pgd_max_k": pgd_max_k,
               "record_every": _record_every(horizon),
-              "families": {f: [run_family(f, k, out, seeds, horizon, linucb_horizon,
-                                          k <= pgd_max_k, log, keep) for k in sizes[f]]
+              "families": {f: [row for k in sizes[f]
+                               if (row := run_family(f, k, out, seeds, horizon, linucb_horizon,
+                                                     k <= pgd_max_k, log, keep, seed_parts,
+                                                     part)) is not None]
                            for f in families}}
     write_json(out / "dp_scale.json", result)
-    plot(result, out / "dp_scale.png")
+    if any(result["families"].values()):  # no row yet while a seed part is missing
+        plot(result, out / "dp_scale.png")
     md = table(result)
     write_text(out / "dp_scale.md", "\n".join(md) + "\n")
     return result, md
@@ -435,6 +548,8 @@ def plot(result: dict, path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, what in zip(axes, ("waste_updates", "waste_movement"), ("updates", "movement")):
         for i, (family, rows) in enumerate(result["families"].items()):
+            if not rows:
+                continue
             ks = [r["k"] for r in rows]
             for ref, style in (("lazy", "o-"), ("lazy_own", "s--")):
                 q = [r[key][ref] for r in rows]
@@ -492,10 +607,17 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="JSON",
                     help="a file of finished runs' results: read a run from it (same config "
                          "hash) instead of running it, add each run that finishes")
+    ap.add_argument("--seed-parts", type=int, default=1, metavar="N",
+                    help="run each run as N runs of consecutive seeds, each kept by itself "
+                         "(for runs longer than one machine's session); the row comes when "
+                         "every part is done")
+    ap.add_argument("--part", type=int, nargs="+", metavar="I",
+                    help="with --seed-parts: run only these parts (0-based) now")
     args = ap.parse_args(argv)
     try:
         _, md = run_all(args.out, args.families, args.k, args.seeds, args.horizon,
-                        args.linucb_horizon, args.pgd_max_k, keep=args.keep)
+                        args.linucb_horizon, args.pgd_max_k, keep=args.keep,
+                        seed_parts=args.seed_parts, part=args.part)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
