@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from gsjax.config import ConfigError, config_hash, dict_hash, load_config, parse_config
 from gsjax.experiment import run_config
 from gsjax.paper import dp_scale
+from gsjax.paper._common import pm, ratio
 from gsjax.results import read_json, read_npz
 
 REPO = Path(__file__).resolve().parent.parent
@@ -279,3 +281,23 @@ def test_seed_parts_merge_to_the_whole_run(tiny_run, monkeypatch, tmp_path):
     assert dp_scale.main(["--out", str(tmp_path / "c"), *argv]) == 0  # all kept: nothing runs
     assert ran == []
     assert dp_scale.main(["--out", str(tmp_path / "d"), *argv[:-1], "2"]) == 2  # 2 does not divide 3
+
+
+def test_readme_table_is_the_kept_runs():
+    """The README's 10^4-node table: each cell is computed again from
+    docs/reproduce/dp_scale/runs.json (ratios of means with the delta-method error)."""
+    readme = (REPO / "README.md").read_text()
+    kept = read_json(REPO / "docs" / "reproduce" / "dp_scale" / "runs.json")
+    rows = re.findall(r"^\| (ring|chain|tree|grid) \| (.*) \|$", readme, re.M)
+    assert rows
+    for family, cells in rows:
+        s = {a: kept[f"dp_{family}_10000_{a}"]["summary"]["algorithms"][a]
+             for a in ("lazy", "async_lazy")}
+        waste_u, waste_m, regret, seconds = cells.split(" | ")
+        for cell, key in ((waste_u, "total_updates"), (waste_m, "movement_cost")):
+            assert cell == pm(ratio(s["lazy"][key], s["async_lazy"][key]), 2)
+        assert regret == ", ".join(f"{s[a]['prediction_regret']['mean']:,.0f} ± "
+                                   f"{s[a]['prediction_regret']['stderr']:,.0f}"
+                                   for a in ("lazy", "async_lazy"))
+        assert seconds.startswith(", ".join(f"{s[a]['run_seconds']:,.0f} s"
+                                            for a in ("lazy", "async_lazy")))
