@@ -714,12 +714,17 @@ class AgentConfig(_Record):
     # Cholesky, or the same factorisation unrolled element by element (vectorised; much faster
     # for many small blocks, the last bits differ: gsjax.linalg.refresh)
     refresh_method: Literal["cholesky", "unrolled"] = "cholesky"
+    # how the data Gram matrix S = sum phi phi^T is summed: 'plain' float additions, or
+    # 'compensated' (Kahan; one more (d, d) array a criterion). With fractional states (PGD) a
+    # float32 plain sum can turn V indefinite over ~10^4 rounds at a small lambda_reg (the run
+    # then stops on non-finite feedback); at vertex states both are exact (gsjax.linalg.add_gram)
+    gram_summation: Literal["plain", "compensated"] = "plain"
     dp_max_table: Int(2) = 2 ** 16  # solver 'dp': most entries of one table, 2^(width + 1)
     dp_exact_ties: Bool = True  # solver 'dp': the vertex enumerator's tie rule (False: min-fill)
     # solver 'dp' whose tables would exceed dp_max_table: 'none' refuses the config, 'pgd' runs
     # that entry with the PGD solver instead (summary.json: algorithms.NAME.solver_used)
     dp_fallback: Literal["none", "pgd"] = "none"
-    _when_set = ("pgd_gap", "refresh_method")
+    _when_set = ("pgd_gap", "refresh_method", "gram_summation")
     _misplaced = dict.fromkeys(("warmup", "signal_gamma", "refined"), (
         "only allowed for algorithm 'adaptive_lazy' (in its [algorithms.NAME] table, "
         "not in [agent])"))

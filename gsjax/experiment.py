@@ -165,7 +165,8 @@ def _adaptive_options(ac: AgentConfig) -> dict:
 
 
 _SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_include_current",
-                "pgd_gap", "beta_mode", "reference", "refresh_every", "refresh_method")
+                "pgd_gap", "beta_mode", "reference", "refresh_every", "refresh_method",
+                "gram_summation")
 
 
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str = ""
@@ -274,10 +275,11 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
         elif spec.pgd_gap:
             raise ConfigError(f"algorithms.{entry.name}.pgd_gap",
                               f"only with solver 'pgd' (this entry's is {spec.solver!r})")
-        if spec.refresh_method != "cholesky" and entry.algorithm not in NODE_KINDS:
-            raise ConfigError(f"algorithms.{entry.name}.refresh_method",
-                              f"only for the per-criterion ridge of {', '.join(NODE_KINDS)} "
-                              f"(this entry's algorithm is {entry.algorithm!r})")
+        for key, default in (("refresh_method", "cholesky"), ("gram_summation", "plain")):
+            if getattr(spec, key) != default and entry.algorithm not in NODE_KINDS:
+                raise ConfigError(f"algorithms.{entry.name}.{key}",
+                                  f"only for the per-criterion ridge of {', '.join(NODE_KINDS)} "
+                                  f"(this entry's algorithm is {entry.algorithm!r})")
         move_cost = ac.move_cost
         if cfg.grid:
             per_point = [

@@ -38,6 +38,7 @@ __all__ = [
     "REFRESH_METHODS",
     "RidgeStats",
     "init",
+    "add_gram",
     "gram",
     "sherman_morrison",
     "logdet_increment",
@@ -63,10 +64,13 @@ class RidgeStats(NamedTuple):
     # carried (refreshed every round, recomputed from data_gram by `inverse`)
     b: jax.Array  # (d,) sum phi y
     logdet: jax.Array  # () log det V, determinant lemma between refreshes
+    # (d, d) the rounding error of the data_gram sum still to be added (Kahan compensation);
+    # None: the plain float sum (see `add_gram`)
+    gram_err: jax.Array | None = None
 
 
-def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool = True
-         ) -> RidgeStats:
+def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool = True,
+         compensated: bool = False) -> RidgeStats:
     """Prior statistics ``V = lambda I``, ``b = 0``.
 
     Args:
@@ -75,6 +79,7 @@ def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool =
       dtype: floating dtype.
       carry_inverse: keep ``V^{-1}`` in the statistics (needed for Sherman--Morrison steps);
         ``False``: ``inv`` is ``None`` and every :func:`update` must refresh.
+      compensated: sum the data Gram matrix with Kahan compensation (:func:`add_gram`).
     """
     lam = jnp.asarray(lambda_reg, dtype)
     eye = jnp.eye(d, dtype=dtype)
@@ -84,7 +89,25 @@ def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool =
         inv=eye / lam if carry_inverse else None,
         b=jnp.zeros((d,), dtype),
         logdet=d * jnp.log(lam),
+        gram_err=jnp.zeros((d, d), dtype) if compensated else None,
     )
+
+
+def add_gram(stats: RidgeStats, outer: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+    """``(data_gram + outer, gram_err)``: the plain float sum, or, when the statistics carry
+    ``gram_err``, Kahan's compensated sum (the rounding of each addition kept and added back at
+    the next; error O(eps |S|) instead of O(T eps |S|) after T rounds).
+
+    Why: with fractional states (PGD) a float32 plain sum over 10^4 rounds rounds entries
+    of ``S`` apart by more than a small ``lambda`` (Cauchy--Schwarz broken, ``S_01^2 > S_00
+    S_11``): ``V`` turns indefinite, ``log det V`` NaN and the LCB's norm imaginary. At vertex
+    states (0/1 features) the sums are of small integers, exact either way, and the
+    compensation stays zero: the same bits as the plain sum."""
+    if stats.gram_err is None:
+        return stats.data_gram + outer, None
+    y = outer - stats.gram_err
+    total = stats.data_gram + y
+    return total, (total - stats.data_gram) - y
 
 
 def gram(stats: RidgeStats) -> jax.Array:
@@ -207,27 +230,28 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh,
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
 
-    data_gram, b = stats.data_gram + jnp.outer(x, x), stats.b + x * y
+    (data_gram, err), b = add_gram(stats, jnp.outer(x, x)), stats.b + x * y
     if stats.inv is None:
         if do_refresh is not True:
             raise ValueError("statistics without a carried inverse must refresh every update")
-        return stats._replace(data_gram=data_gram, b=b,
+        return stats._replace(data_gram=data_gram, b=b, gram_err=err,
                               logdet=refresh(data_gram, stats.lam, method)[1])
     return advance(stats, data_gram, b, incremental, do_refresh,
-                   lambda gram_, lam: refresh(gram_, lam, method))
+                   lambda gram_, lam: refresh(gram_, lam, method), err)
 
 
-def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh
-            ) -> RidgeStats:
+def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh,
+            gram_err=None) -> RidgeStats:
     """New statistics with ``(inv, logdet)`` from ``incremental(None)``, or recomputed by
     ``exact(data_gram, lam)`` (default :func:`refresh`) when ``do_refresh`` (static bool or
-    traced scalar)."""
+    traced scalar); ``gram_err``: :func:`add_gram`'s."""
     recompute = lambda _: exact(data_gram, stats.lam)  # noqa: E731
     if isinstance(do_refresh, bool):
         inv, logdet = recompute(None) if do_refresh else incremental(None)
     else:
         inv, logdet = jax.lax.cond(do_refresh, recompute, incremental, None)
-    return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet)
+    return RidgeStats(data_gram=data_gram, lam=stats.lam, inv=inv, b=b, logdet=logdet,
+                      gram_err=gram_err)
 
 
 def inverse(stats: RidgeStats, method: str = "cholesky") -> jax.Array:
@@ -304,5 +328,6 @@ def update_rank_k(stats: RidgeStats, xs: jax.Array, ys: jax.Array, do_refresh,
         inv, inc = step(stats.inv, xs)
         return inv, stats.logdet + inc
 
-    return advance(stats, stats.data_gram + xs.T @ xs, stats.b + xs.T @ ys, incremental,
-                    do_refresh)
+    data_gram, err = add_gram(stats, xs.T @ xs)
+    return advance(stats, data_gram, stats.b + xs.T @ ys, incremental, do_refresh,
+                   gram_err=err)

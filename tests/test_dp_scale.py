@@ -18,6 +18,7 @@ from gsjax.experiment import run_config
 from gsjax.paper import dp_scale
 from gsjax.paper._common import pm, ratio
 from gsjax.results import read_json, read_npz
+from gsjax.runner import NonFiniteFeedback
 
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("chain", "ring", "tree", "grid")
@@ -56,6 +57,7 @@ def test_driver_config_settings(tmp_path):
     assert main.agent.refresh_method == lin.agent.refresh_method == "unrolled"
     assert pgd.agent.refresh_method == "unrolled"
     assert pgd.agent.solver == "pgd"
+    assert (pgd.agent.gram_summation, main.agent.gram_summation) == ("compensated", "plain")
     for key in ("pgd_starts", "pgd_steps", "pgd_lr", "pgd_optimizer", "pgd_include_current"):
         assert getattr(pgd.agent, key) == getattr(large, key), key
     assert pgd.problem == main.problem and pgd.agent.lambda_reg == main.agent.lambda_reg
@@ -301,3 +303,27 @@ def test_readme_table_is_the_kept_runs():
                                    for a in ("lazy", "async_lazy"))
         assert seconds.startswith(", ".join(f"{s[a]['run_seconds']:,.0f} s"
                                             for a in ("lazy", "async_lazy")))
+
+
+def test_a_pgd_run_that_stops_leaves_the_exact_row(tiny_run, monkeypatch, tmp_path):
+    """A PGD comparison run stopped by the non-finite check (PGD's fractional states can make
+    a float32 Gram sum indefinite over 10^4 rounds) does not take the exact runs' row with it:
+    the row is there, without PGD's differences, and the table says why."""
+    real = dp_scale._run
+
+    def run(text, out, name, *a, **k):
+        if name.endswith("_pgd"):
+            raise NonFiniteFeedback(7, 1234)
+        return real(text, tiny_run, name, *a, **k)
+
+    monkeypatch.setattr(dp_scale, "_run", run)
+    logged = []
+    result, md = dp_scale.run_all(tmp_path / "o", ["ring"], [12], 3, 20, 10, 12,
+                                  log=logged.append)
+    (row,) = result["families"]["ring"]
+    whole = read_json(tiny_run / "dp_scale.json")["families"]["ring"][0]
+    assert row["algorithms"] == whole["algorithms"] and "pgd_minus_dp" not in row
+    assert row["pgd_stopped"] == ("stopped: non-finite feedback (NaN or inf) from the "
+                                  "environment for seed 7 in round 1234")
+    assert f"| 12 | all | the PGD run {row['pgd_stopped']} | | |" in md
+    assert any("dp_ring_12_pgd stopped" in line for line in logged)

@@ -198,9 +198,9 @@ def restricted(structure: Structure, spec: AgentSpec) -> Estimator:
             phi_k = jnp.where(keep, phi, 0.0)
             incremental = lambda _: (linalg.sherman_morrison(st.inv, phi_k),  # noqa: E731
                                      st.logdet + linalg.logdet_increment(st.inv, phi_k))
-            return linalg.advance(st, st.data_gram + jnp.outer(phi, phi), st.b + phi * y,
-                                  incremental, do_refresh,
-                                  lambda gram, lam: _masked_refresh(gram, lam, keep))
+            data_gram, err = linalg.add_gram(st, jnp.outer(phi, phi))
+            return linalg.advance(st, data_gram, st.b + phi * y, incremental, do_refresh,
+                                  lambda gram, lam: _masked_refresh(gram, lam, keep), err)
 
         return jax.vmap(one)(st, phi, feedback.y, feature_keep(kind, scope_keep)), scope_keep
 

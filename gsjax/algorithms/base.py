@@ -154,6 +154,7 @@ class AgentSpec:
     reference: str = "global"  # global lazy only: "global" | "own"
     refresh_every: int = 1  # recompute V^{-1}, log det V from V every this many rounds
     refresh_method: str = "cholesky"  # d >= 3: "cholesky" (LAPACK) | "unrolled" (linalg.refresh)
+    gram_summation: str = "plain"  # "plain" | "compensated" (Kahan: linalg.add_gram)
     # adaptive_lazy only (Section 5.2, gsjax.algorithms.adaptive):
     warmup: int = 100  # tau, rounds of uniform exploration on the super-graph (0: no test)
     signal_gamma: float = 0.5  # gamma of Assumption B: slots with statistic > gamma / 2 kept

@@ -237,10 +237,11 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     )
 
 
-def ridge_init(params: AgentParams, problem: Problem, d: int, carry_inverse: bool = True):
+def ridge_init(params: AgentParams, problem: Problem, d: int, carry_inverse: bool = True,
+               compensated: bool = False):
     """``(stats, ())``: one prior ridge estimator of ``d`` features per criterion
-    (``carry_inverse``: :func:`gsjax.linalg.init`'s)."""
-    return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype, carry_inverse))(
+    (``carry_inverse``, ``compensated``: :func:`gsjax.linalg.init`'s)."""
+    return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype, carry_inverse, compensated))(
         params.lambda_reg), ()
 
 
@@ -262,7 +263,8 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
     # refreshed every round: V^{-1} is recomputed where the solver reads it, not carried
     carry_inverse = spec.refresh_every != 1
     return Estimator(
-        init=lambda params, problem: ridge_init(params, problem, d, carry_inverse),
+        init=lambda params, problem: ridge_init(params, problem, d, carry_inverse,
+                                                spec.gram_summation == "compensated"),
         observe=observe,
         radius=lambda params, problem, graph, t: exploration_radius(
             spec, params, problem.feat_mask,

@@ -48,6 +48,7 @@ from gsjax.paper._common import pm, ratio, script_section
 from gsjax.paper.large_graphs import stiffness
 from gsjax.plotting import _plt, _save
 from gsjax.results import mean_stderr, read_json, read_npz, write_json, write_text
+from gsjax.runner import NonFiniteFeedback
 
 __all__ = ["FAMILIES", "GRAPHS", "FAMILY_ABOUT", "tree_edges", "family_config", "check_sizes",
            "default_sizes", "scale_configs", "seed_part_config", "run_family", "run_all", "table",
@@ -124,7 +125,8 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
     reference "own") and ``async_lazy``; ``exact_ties = False``: ``dp_exact_ties = false``
     (the level plan where its levels shrink); ``solver = "pgd"``: large_graphs.toml's PGD
     instead of the DP, each solve's residual its LCB above the DP's exact minimum
-    (``pgd_gap = true``);
+    (``pgd_gap = true``), the data Gram matrices summed with Kahan compensation
+    (``gram_summation = "compensated"``: PGD's fractional states);
     ``refresh_method = "unrolled"``: the ridge refresh unrolled (:func:`gsjax.linalg.refresh`).
     """
     check_sizes([family], [k])
@@ -157,7 +159,9 @@ def family_config(family: str, k: int, *, name: str | None = None, seeds: int = 
         "shrink\n")
     if solver == "pgd":
         solver_lines = (_pgd_lines() + "pgd_gap = true  # max_lcb_residual: PGD's LCB above the "
-                        "exact minimum (the DP's) at its solves\n" + levels)
+                        "exact minimum (the DP's) at its solves\n"
+                        'gram_summation = "compensated"  # fractional states: a plain float32 '
+                        "Gram sum can turn V indefinite in 10^4 rounds\n" + levels)
     else:
         solver_lines = 'solver = "dp"\n' + levels
     if refresh_method != "cholesky":
@@ -429,7 +433,15 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     buffer = seeds if k >= ALL_AT_ONCE_K else None
     runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
                             None if key == "linucb" else buffer, keep, seed_parts, part)
-            for key in (*LAZY, "linucb", *(("pgd",) if pgd else ()))}
+            for key in (*LAZY, "linucb")}
+    stopped = None
+    if pgd:
+        try:
+            runs["pgd"] = _run_parts(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer, keep,
+                                     seed_parts, part)
+        except NonFiniteFeedback as e:  # the exact runs' row stands; the table says why
+            stopped = f"stopped: {e}"
+            log(f"-- {name}_pgd {stopped}")
     if any(r is None for r in runs.values()):
         return None
     main = {"algorithms": {a: runs[a]["algorithms"][a] for a in LAZY}}
@@ -443,7 +455,9 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
                             for r in ("lazy", "lazy_own")}
     row["waste_movement"] = {r: ratio(g[r]["movement_cost"], g["async_lazy"]["movement_cost"])
                              for r in ("lazy", "lazy_own")}
-    if pgd:
+    if stopped:
+        row["pgd_stopped"] = stopped
+    elif pgd:
         p = runs["pgd"]
         row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
                                    for key in ("prediction_regret", "movement_cost")}
@@ -528,14 +542,16 @@ def table(result: dict) -> list[str]:
                 + ", ".join(f"{g[a]['seconds_per_seed']:.3g}" for a in LAZY)
                 + f" | {lin['horizon']} | {pm(lin['total_updates'], 0)} | "
                 f"{pm(lin['prediction_regret'])} | {lin['seconds_per_seed']:.3g} |")
-        pgd = [r for r in rows if "pgd_minus_dp" in r]
+        pgd = [r for r in rows if "pgd_minus_dp" in r or "pgd_stopped" in r]
         if pgd:
             md += ["", f"PGD (large_graphs.toml's settings) minus the exact DP, {family}, the same "
                    "seeds (errors added in quadrature):", "",
                    "| k | algorithm | regret pgd − dp | movement pgd − dp | PGD's largest LCB "
                    "gap at its solves |", "|---|---|---|---|---|"]
             for r in pgd:
-                for a, d in r["pgd_minus_dp"].items():
+                if "pgd_stopped" in r:
+                    md.append(f"| {r['k']} | all | the PGD run {r['pgd_stopped']} | | |")
+                for a, d in r.get("pgd_minus_dp", {}).items():
                     md.append(f"| {r['k']} | `{a}` | {pm(d['prediction_regret'])} | "
                               f"{pm(d['movement_cost'], 2)} | {d['max_lcb_gap']:.3g} |")
         md.append("")
