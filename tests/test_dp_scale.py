@@ -11,6 +11,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gsjax.config import ConfigError, config_hash, dict_hash, load_config, parse_config
@@ -119,13 +120,17 @@ def test_driver_table_is_the_runs_summaries(tiny_run):
         assert row["linucb"]["horizon"] == 10
         assert row["linucb"]["total_updates"] == lin["total_updates"]
         assert row["linucb"]["prediction_regret"] == lin["prediction_regret"]
+        pgd_seeds = read_npz(out / f"dp_{family}_12_pgd" / "arrays.npz")
         for a in ("lazy", "lazy_own", "async_lazy"):
+            dp_seeds = read_npz(out / f"dp_{family}_12_{a}" / "arrays.npz")
             for key in ("prediction_regret", "movement_cost"):
                 d = row["pgd_minus_dp"][a][key]
                 assert d["mean"] == pytest.approx(pgd[a][key]["mean"] - s[a][key]["mean"],
                                                   abs=1e-9)
-                assert d["stderr"] == pytest.approx(math.sqrt(
-                    pgd[a][key]["stderr"] ** 2 + s[a][key]["stderr"] ** 2), rel=1e-12)
+                diff = (pgd_seeds[f"{a}/totals/{key}"].astype(np.float64)
+                        - dp_seeds[f"{a}/totals/{key}"])  # paired over the 3 seeds
+                assert d["paired"] is True
+                assert d["stderr"] == pytest.approx(diff.std(ddof=1) / math.sqrt(3), rel=1e-9)
         (line,) = [ln for ln in md.splitlines() if ln.startswith("| 12 | 3 × 20 |")
                    and f"| {lin['prediction_regret']['mean']:.1f} ±" in ln]
         u = s["async_lazy"]["total_updates"]
@@ -325,5 +330,5 @@ def test_a_pgd_run_that_stops_leaves_the_exact_row(tiny_run, monkeypatch, tmp_pa
     assert row["algorithms"] == whole["algorithms"] and "pgd_minus_dp" not in row
     assert row["pgd_stopped"] == ("stopped: non-finite feedback (NaN or inf) from the "
                                   "environment for seed 7 in round 1234")
-    assert f"| 12 | all | the PGD run {row['pgd_stopped']} | | |" in md
+    assert f"| 12 | all | the PGD run {row['pgd_stopped']} | | | |" in md
     assert any("dp_ring_12_pgd stopped" in line for line in logged)

@@ -257,8 +257,8 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
     machine is not run again on the next (``docs/reproduce/dp_scale/runs.json``).
 
     ``seed_start``: run the seeds from this global id (one of ``seed_parts`` parts of a run
-    split by :func:`_run_parts`); the summary then also holds each seed's numbers
-    (``per_seed``)."""
+    split by :func:`_run_parts`). The summary also holds each seed's numbers (``per_seed``:
+    what :func:`_merge` joins and :func:`_diff` pairs)."""
     cfg = parse_config(tomllib.loads(text))
     digest = config_hash(cfg)
     kept = read_json(keep) if keep is not None and keep.is_file() else {}
@@ -286,7 +286,7 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
         summary = run_config(cfg, folder, log=log, figures=False, buffer=buffer,
                              seed_start=seed_start or 0)
     summary = _kept(summary)
-    if seed_start is not None:
+    if (folder / "arrays.npz").is_file():
         summary["per_seed"] = _per_seed(read_npz(folder / "arrays.npz"), summary["algorithms"])
     if keep is not None:
         kept = read_json(keep) if keep.is_file() else {}
@@ -315,17 +315,18 @@ def _per_seed(arrays: dict, algorithms) -> dict:
 
 def _merge(parts: list[dict]) -> dict:
     """One summary (:func:`_kept`'s keys) from the summaries of a run's seed parts, in seed
-    order: means and standard errors over all their seeds, seconds summed over the parts."""
-    algos = {}
+    order: means and standard errors over all their seeds, seconds summed over the parts, and
+    the seeds' numbers joined."""
+    algos, per_seed = {}, {}
     for a in parts[0]["algorithms"]:
-        seeds = {key: [x for p in parts for x in p["per_seed"][a][key]]
-                 for key in parts[0]["per_seed"][a]}
+        per_seed[a] = seeds = {key: [x for p in parts for x in p["per_seed"][a][key]]
+                               for key in parts[0]["per_seed"][a]}
         algos[a] = {**{key: mean_stderr(seeds[key]) for key in _KEYS if key in seeds},
                     **{key: sum(p["algorithms"][a][key] for p in parts)
                        for key in ("compile_seconds", "run_seconds")}}
         if "max_lcb_residual" in parts[0]["algorithms"][a]:
             algos[a]["max_lcb_residual"] = max(seeds["max_lcb_residual"])
-    return {"algorithms": algos}
+    return {"algorithms": algos, "per_seed": per_seed}
 
 
 def seed_part_config(text: str, parts: int) -> tuple[str, int]:
@@ -393,10 +394,17 @@ def _algo(summary: dict, name: str, seeds: int) -> dict:
     return {**{key: a[key] for key in _KEYS}, "seconds_per_seed": a["run_seconds"] / seeds}
 
 
-def _diff(a: dict, b: dict) -> dict:
-    """``a - b`` of two means over seeds, the standard errors added in quadrature (the runs
-    share their seeds, so this overstates the paired error)."""
-    return {"mean": a["mean"] - b["mean"], "stderr": math.hypot(a["stderr"], b["stderr"])}
+def _diff(a: dict, b: dict, algo: str, key: str) -> dict:
+    """Run summary ``a`` minus ``b`` in ``key`` of ``algo``, over the same seeds: the mean and
+    standard error of the seeds' differences where both keep each seed's numbers
+    (``paired``), else the difference of the means with the errors added in quadrature (which
+    overstates the paired error)."""
+    pa, pb = (s.get("per_seed", {}).get(algo, {}).get(key) for s in (a, b))
+    if pa is not None and pb is not None and len(pa) == len(pb):
+        return {**mean_stderr(np.subtract(pa, pb)), "paired": True}
+    x, y = a["algorithms"][algo][key], b["algorithms"][algo][key]
+    return {"mean": x["mean"] - y["mean"], "stderr": math.hypot(x["stderr"], y["stderr"]),
+            "paired": False}
 
 
 def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon: int,
@@ -459,7 +467,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
         row["pgd_stopped"] = stopped
     elif pgd:
         p = runs["pgd"]
-        row["pgd_minus_dp"] = {a: {key: _diff(p["algorithms"][a][key], main["algorithms"][a][key])
+        row["pgd_minus_dp"] = {a: {key: _diff(p, runs[a], a, key)
                                    for key in ("prediction_regret", "movement_cost")}
                                for a in LAZY}
         for a in LAZY:  # PGD's LCB above the exact minimum, largest over its solves and seeds
@@ -545,15 +553,17 @@ def table(result: dict) -> list[str]:
         pgd = [r for r in rows if "pgd_minus_dp" in r or "pgd_stopped" in r]
         if pgd:
             md += ["", f"PGD (large_graphs.toml's settings) minus the exact DP, {family}, the same "
-                   "seeds (errors added in quadrature):", "",
-                   "| k | algorithm | regret pgd − dp | movement pgd − dp | PGD's largest LCB "
-                   "gap at its solves |", "|---|---|---|---|---|"]
+                   "seeds (standard error of the seeds' differences where both runs kept each "
+                   "seed's numbers, `paired`, else the two errors added in quadrature):", "",
+                   "| k | algorithm | regret pgd − dp | movement pgd − dp | error | PGD's largest "
+                   "LCB gap at its solves |", "|---|---|---|---|---|---|"]
             for r in pgd:
                 if "pgd_stopped" in r:
-                    md.append(f"| {r['k']} | all | the PGD run {r['pgd_stopped']} | | |")
+                    md.append(f"| {r['k']} | all | the PGD run {r['pgd_stopped']} | | | |")
                 for a, d in r.get("pgd_minus_dp", {}).items():
+                    how = "paired" if d["prediction_regret"].get("paired") else "quadrature"
                     md.append(f"| {r['k']} | `{a}` | {pm(d['prediction_regret'])} | "
-                              f"{pm(d['movement_cost'], 2)} | {d['max_lcb_gap']:.3g} |")
+                              f"{pm(d['movement_cost'], 2)} | {how} | {d['max_lcb_gap']:.3g} |")
         md.append("")
     return md
 
