@@ -332,3 +332,24 @@ def test_a_pgd_run_that_stops_leaves_the_exact_row(tiny_run, monkeypatch, tmp_pa
                                   "environment for seed 7 in round 1234")
     assert f"| 12 | all | the PGD run {row['pgd_stopped']} | | | |" in md
     assert any("dp_ring_12_pgd stopped" in line for line in logged)
+
+
+def test_read_only_shows_the_kept_rows_and_runs_nothing(tiny_run, monkeypatch, tmp_path):
+    """--read-only: the rows whose runs are kept, the same as when they were run; a (family, k)
+    with a run not kept has no row; a PGD run not kept leaves its row without the comparison;
+    nothing runs."""
+    keep = tmp_path / "runs.json"
+    assert dp_scale.main(["--out", str(tiny_run), *TINY, "--keep", str(keep)]) == 0
+    kept = read_json(keep)
+    del kept["dp_grid_12_async_lazy"], kept["dp_ring_12_pgd"]
+    keep.write_text(json.dumps(kept))
+    monkeypatch.setattr(dp_scale, "run_config", lambda *a, **k: pytest.fail("ran"))
+    fresh = tmp_path / "fresh"
+    assert dp_scale.main(["--out", str(fresh), *TINY, "--keep", str(keep), "--read-only"]) == 0
+    res = read_json(fresh / "dp_scale.json")
+    assert res["families"]["grid"] == []
+    (row,) = res["families"]["ring"]
+    whole = read_json(tiny_run / "dp_scale.json")["families"]["ring"][0]
+    assert "pgd_minus_dp" not in row
+    assert {key: v for key, v in whole.items() if key != "pgd_minus_dp"} == row
+    assert res["command"].endswith("--read-only")

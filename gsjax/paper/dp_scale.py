@@ -51,8 +51,8 @@ from gsjax.results import mean_stderr, read_json, read_npz, write_json, write_te
 from gsjax.runner import NonFiniteFeedback
 
 __all__ = ["FAMILIES", "GRAPHS", "FAMILY_ABOUT", "tree_edges", "family_config", "check_sizes",
-           "default_sizes", "scale_configs", "seed_part_config", "run_family", "run_all", "table",
-           "plot", "report_section", "main"]
+           "default_sizes", "scale_configs", "seed_part_config", "NotKept", "run_family",
+           "run_all", "table", "plot", "report_section", "main"]
 
 FAMILIES = ("chain", "ring", "tree", "grid")
 DEFAULT_K = (10, 100, 1000, 10000)
@@ -244,9 +244,13 @@ def _record_every(horizon: int) -> int:
 ALL_AT_ONCE_K = 1000
 
 
+class NotKept(LookupError):
+    """A run that ``--read-only`` would have had to run."""
+
+
 def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
-         keep: Path | None = None, seed_start: int | None = None, seed_parts: int = 1
-         ) -> dict:
+         keep: Path | None = None, seed_start: int | None = None, seed_parts: int = 1,
+         read_only: bool = False) -> dict:
     """Run the config ``text`` into ``OUT/NAME``, written first to ``OUT/configs/NAME.toml``; a
     finished run of the same config there is read, not rerun (one of another config is refused
     before anything is written). ``buffer``: :func:`gsjax.experiment.run_config`'s.
@@ -258,7 +262,8 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
 
     ``seed_start``: run the seeds from this global id (one of ``seed_parts`` parts of a run
     split by :func:`_run_parts`). The summary also holds each seed's numbers (``per_seed``:
-    what :func:`_merge` joins and :func:`_diff` pairs)."""
+    what :func:`_merge` joins and :func:`_diff` pairs). ``read_only``: raise :class:`NotKept`
+    rather than run."""
     cfg = parse_config(tomllib.loads(text))
     digest = config_hash(cfg)
     kept = read_json(keep) if keep is not None and keep.is_file() else {}
@@ -276,6 +281,8 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
         if not same:
             raise ConfigError("--out", f"{folder} holds a finished run of another config; "
                                        "refusing to mix them: use another --out")
+    if read_only and not finished:
+        raise NotKept(name)
     write_text(out / "configs" / f"{name}.toml", text)
     if finished:
         log(f"-- {name}: finished, read from {folder}")
@@ -342,7 +349,8 @@ def seed_part_config(text: str, parts: int) -> tuple[str, int]:
 
 
 def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
-               keep: Path | None = None, parts: int = 1, only=None) -> dict | None:
+               keep: Path | None = None, parts: int = 1, only=None, read_only: bool = False
+               ) -> dict | None:
     """:func:`_run` in ``parts`` runs of consecutive seeds (``OUT/NAME_sSTART``, each kept by
     itself), so that a run too long for one machine's session is finished piece by piece: the
     seeds' draws depend on their global ids only (DESIGN section 3), so the merged summary
@@ -350,7 +358,7 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
     ``only``: the part indices to run now (default all); returns None while a part is
     missing."""
     if parts == 1:
-        return _run(text, out, name, log, buffer, keep)
+        return _run(text, out, name, log, buffer, keep, read_only=read_only)
     digest = config_hash(parse_config(tomllib.loads(text)))
     kept = read_json(keep) if keep is not None and keep.is_file() else {}
     if kept.get(name, {}).get("config_hash") == digest:
@@ -367,7 +375,7 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
             log(f"-- {part}: not run now (--part)")
             continue
         done.append(_run(part_text, out, part, log, None if buffer is None else size, keep,
-                         seed_start=i * size, seed_parts=parts))
+                         seed_start=i * size, seed_parts=parts, read_only=read_only))
     if len(done) < parts:
         return None
     summary = _merge(done)
@@ -432,24 +440,32 @@ def scale_configs(family: str, k: int, seeds: int, horizon: int, linucb_horizon:
 
 def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_horizon: int,
                pgd: bool, log=print, keep: Path | None = None, seed_parts: int = 1,
-               part=None) -> dict | None:
+               part=None, read_only: bool = False) -> dict | None:
     """The runs of one (family, k); returns its row of ``dp_scale.json``, or None while a seed
     part of one of its runs is missing (``keep``: see :func:`_run`; ``seed_parts``, ``part``:
-    :func:`_run_parts`'s ``parts`` and ``only``)."""
+    :func:`_run_parts`'s ``parts`` and ``only``), or, ``read_only``, while a run is neither
+    kept nor finished in ``out``."""
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
     buffer = seeds if k >= ALL_AT_ONCE_K else None
-    runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
-                            None if key == "linucb" else buffer, keep, seed_parts, part)
-            for key in (*LAZY, "linucb")}
+    try:
+        runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
+                                None if key == "linucb" else buffer, keep, seed_parts, part,
+                                read_only)
+                for key in (*LAZY, "linucb")}
+    except NotKept as e:
+        log(f"-- {name}: no row yet ({e} is not kept)")
+        return None
     stopped = None
     if pgd:
         try:
             runs["pgd"] = _run_parts(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer, keep,
-                                     seed_parts, part)
+                                     seed_parts, part, read_only)
         except NonFiniteFeedback as e:  # the exact runs' row stands; the table says why
             stopped = f"stopped: {e}"
             log(f"-- {name}_pgd {stopped}")
+        except NotKept:  # read-only: the row without the PGD comparison
+            pgd = False
     if any(r is None for r in runs.values()):
         return None
     main = {"algorithms": {a: runs[a]["algorithms"][a] for a in LAZY}}
@@ -476,23 +492,26 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
 
 
 def _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep,
-             seed_parts=1) -> str:
+             seed_parts=1, read_only=False) -> str:
     ks = sorted({k for f in families for k in sizes[f]})
     return (f"python -m gsjax.paper.dp_scale --out {shlex.quote(str(out))} --families "
             f"{' '.join(families)} --k {' '.join(map(str, ks))} --seeds {seeds} --horizon "
             f"{horizon} --linucb-horizon {linucb_horizon} --pgd-max-k {pgd_max_k}"
             + ("" if keep is None else f" --keep {shlex.quote(str(keep))}")
-            + ("" if seed_parts == 1 else f" --seed-parts {seed_parts}"))
+            + ("" if seed_parts == 1 else f" --seed-parts {seed_parts}")
+            + (" --read-only" if read_only else ""))
 
 
 def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10000,
             linucb_horizon: int = 1000, pgd_max_k: int = 1000, log=print, keep=None,
-            seed_parts: int = 1, part=None) -> tuple[dict, list[str]]:
+            seed_parts: int = 1, part=None, read_only: bool = False
+            ) -> tuple[dict, list[str]]:
     """Every (family, k): ``dp_scale.{json,md,png}`` in ``out``; returns the result and its
     markdown lines (the command first). ``ks``: the sizes of every family (default
     :func:`default_sizes`); ``keep``: a JSON file of finished runs (see :func:`_run`);
     ``seed_parts``, ``part``: each run in that many parts of its seeds, only the parts listed
-    run now (see :func:`_run_parts`); a (family, k) with a part missing has no row yet."""
+    run now (see :func:`_run_parts`); a (family, k) with a part missing has no row yet.
+    ``read_only``: run nothing, the rows of the runs kept (or finished in ``out``) only."""
     out = Path(out)
     keep = None if keep is None else Path(keep)
     families = list(families)
@@ -508,14 +527,14 @@ def run_all(out, families=FAMILIES, ks=None, seeds: int = 100, horizon: int = 10
         raise ConfigError("--part", f"indices must be in 0..{seed_parts - 1}; got {list(part)}")
     sizes = {f: list(ks) if ks else default_sizes(f) for f in families}
     command = _command(families, sizes, seeds, horizon, linucb_horizon, pgd_max_k, out, keep,
-                       seed_parts)
+                       seed_parts, read_only)
     result = {"command": command, "seeds": seeds, "horizon": horizon,
               "linucb_horizon": linucb_horizon, "pgd_max_k": pgd_max_k,
               "record_every": _record_every(horizon),
               "families": {f: [row for k in sizes[f]
                                if (row := run_family(f, k, out, seeds, horizon, linucb_horizon,
                                                      k <= pgd_max_k, log, keep, seed_parts,
-                                                     part)) is not None]
+                                                     part, read_only)) is not None]
                            for f in families}}
     write_json(out / "dp_scale.json", result)
     if any(result["families"].values()):  # no row yet while a seed part is missing
@@ -639,11 +658,14 @@ def main(argv=None) -> int:
                          "every part is done")
     ap.add_argument("--part", type=int, nargs="+", metavar="I",
                     help="with --seed-parts: run only these parts (0-based) now")
+    ap.add_argument("--read-only", action="store_true",
+                    help="run nothing: the table and figure of the rows whose runs are kept "
+                         "(or finished in --out)")
     args = ap.parse_args(argv)
     try:
         _, md = run_all(args.out, args.families, args.k, args.seeds, args.horizon,
                         args.linucb_horizon, args.pgd_max_k, keep=args.keep,
-                        seed_parts=args.seed_parts, part=args.part)
+                        seed_parts=args.seed_parts, part=args.part, read_only=args.read_only)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
