@@ -266,11 +266,9 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
     rather than run."""
     cfg = parse_config(tomllib.loads(text))
     digest = config_hash(cfg)
-    kept = read_json(keep) if keep is not None and keep.is_file() else {}
-    if (kept.get(name, {}).get("config_hash") == digest
-            and kept[name].get("seed_start") == seed_start):
+    if (entry := _kept_entry(keep, name, digest, seed_start)) is not None:
         log(f"-- {name}: finished, read from {keep}")
-        return kept[name]["summary"]
+        return entry["summary"]
     folder = out / name
     finished = (folder / "summary.json").is_file() and not (folder / checkpoint.FILENAME).exists()
     if finished:
@@ -295,12 +293,25 @@ def _run(text: str, out: Path, name: str, log, buffer: int | None = None,
     summary = _kept(summary)
     if (folder / "arrays.npz").is_file():
         summary["per_seed"] = _per_seed(read_npz(folder / "arrays.npz"), summary["algorithms"])
+    _add_kept(keep, name, {"config_hash": digest, "summary": summary, **(
+        {} if seed_start is None else {"seed_start": seed_start, "seed_parts": seed_parts})})
+    return summary
+
+
+def _kept_entry(keep: Path | None, name: str, digest: str, seed_start: int | None = None
+                ) -> dict | None:
+    """``keep``'s entry of run ``name`` when it is of this config hash and first seed."""
+    entry = (read_json(keep) if keep is not None and keep.is_file() else {}).get(name, {})
+    same = (entry.get("config_hash"), entry.get("seed_start")) == (digest, seed_start)
+    return entry if same else None
+
+
+def _add_kept(keep: Path | None, name: str, entry: dict) -> None:
+    """Add (or replace) run ``name``'s entry in ``keep`` (nothing when None)."""
     if keep is not None:
         kept = read_json(keep) if keep.is_file() else {}
-        kept[name] = {"config_hash": digest, "summary": summary, **(
-            {} if seed_start is None else {"seed_start": seed_start, "seed_parts": seed_parts})}
+        kept[name] = entry
         write_json(keep, dict(sorted(kept.items())))
-    return summary
 
 
 def _per_seed(arrays: dict, algorithms) -> dict:
@@ -360,18 +371,16 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
     if parts == 1:
         return _run(text, out, name, log, buffer, keep, read_only=read_only)
     digest = config_hash(parse_config(tomllib.loads(text)))
-    kept = read_json(keep) if keep is not None and keep.is_file() else {}
-    if kept.get(name, {}).get("config_hash") == digest:
+    if (entry := _kept_entry(keep, name, digest)) is not None:
         log(f"-- {name}: finished, read from {keep}")
-        return kept[name]["summary"]
+        return entry["summary"]
     part_text, size = seed_part_config(text, parts)
     part_digest = config_hash(parse_config(tomllib.loads(part_text)))
     done = []
     for i in range(parts):
         part = f"{name}_s{i * size}"
-        if only is not None and i not in only and (kept.get(part, {}).get("config_hash"),
-                                                   kept.get(part, {}).get("seed_start")
-                                                   ) != (part_digest, i * size):
+        if only is not None and i not in only and _kept_entry(keep, part, part_digest,
+                                                              i * size) is None:
             log(f"-- {part}: not run now (--part)")
             continue
         done.append(_run(part_text, out, part, log, None if buffer is None else size, keep,
@@ -379,10 +388,7 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
     if len(done) < parts:
         return None
     summary = _merge(done)
-    if keep is not None:
-        kept = read_json(keep) if keep.is_file() else {}
-        kept[name] = {"config_hash": digest, "summary": summary, "seed_parts": parts}
-        write_json(keep, dict(sorted(kept.items())))
+    _add_kept(keep, name, {"config_hash": digest, "summary": summary, "seed_parts": parts})
     return summary
 
 
