@@ -108,62 +108,22 @@ class TooWide(ValueError):
         super().__init__(f"dp: {self.reason}; use solver 'pgd'")
 
 
-def _elimination(adj: list[set], ordered: bool, max_table: int):
-    """Greedy min-fill (ties: fewer neighbours, then the lower index); ``ordered``: only a
-    variable with no lower-indexed neighbour left may go. Returns the order and separators;
-    a separator wider than ``max_table`` allows raises at once (before any wide fill count)."""
-    adj = [set(a) for a in adj]
-    n = len(adj)
-    max_width = max_table.bit_length() - 2  # 2^(w+1) <= max_table
-    gone = [False] * n
-    version = [0] * n
-    heap = []
-
-    def push(v):
-        version[v] += 1
-        if not ordered or all(u > v for u in adj[v]):
-            wide = len(adj[v]) > max_width
-            fill = n * n if wide else _fill(adj, v)
-            heapq.heappush(heap, (fill, len(adj[v]), v, version[v]))
-
-    for v in range(n):
-        push(v)
-    order, seps = [], [None] * n
-    while heap:
-        _, deg, v, ver = heapq.heappop(heap)
-        if gone[v] or ver != version[v]:
-            continue
-        if deg > max_width:
-            raise TooWide(deg, max_table)
-        nb = sorted(adj[v])
-        order.append(v)
-        seps[v] = nb
-        gone[v] = True
-        for a in nb:
-            adj[a].discard(v)
-            adj[a].update(b for b in nb if b != a)
-        touched = set(nb)
-        for a in nb:
-            touched |= adj[a]
-        for u in touched:
-            push(u)
-    assert len(order) == n
-    return order, seps
-
-
 # ---- the level-parallel plan: many eliminations at once (exact_ties=False) ----
 
 LEVEL_COST = 2 ** 12  # the cost of one level in table entries, for choosing the degree bound
 LEVEL_SLACK = 4  # degree bounds tried: the sequential min-fill width .. + LEVEL_SLACK
 
 
-def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=None):
+def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=None,
+                       ordered: bool = False):
     """Greedy levels: each level takes, in min-fill order (ties: fewer neighbours, then the
     lower index), every variable of current degree <= ``bound`` none of whose neighbours the
     level holds already (an independent set of the filled graph, so its eliminations commute);
-    a level with no such variable takes the min-fill variable alone. Returns the levels and the
-    separators (``None`` past ``max_levels`` levels); a separator over ``max_table`` raises
-    :class:`TooWide`."""
+    a level with no such variable takes the min-fill variable alone (so ``bound = -1`` is the
+    sequential greedy min-fill, one variable a level). ``ordered``: only a variable with no
+    lower-indexed neighbour left may go. Returns the levels and the separators (``None`` past
+    ``max_levels`` levels); a separator over ``max_table`` raises :class:`TooWide` at once
+    (before any wide fill count)."""
     adj = [set(a) for a in adj]
     n = len(adj)
     max_width = max_table.bit_length() - 2
@@ -173,6 +133,8 @@ def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=No
 
     def push(v):
         version[v] += 1
+        if ordered and any(u < v for u in adj[v]):
+            return
         deg = len(adj[v])
         fill = n * n if deg > max_width else _fill(adj, v)
         heapq.heappush(heap, (deg > bound, fill, deg, v, version[v]))
@@ -214,11 +176,19 @@ def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=No
         for u in touched:
             if not gone[u]:
                 push(u)
+        assert picked, "no variable may go (an ordered elimination always has one)"
         levels.append(sorted(picked))
         left -= len(picked)
         if max_levels is not None and left and len(levels) >= max_levels:
             return None
     return levels, seps
+
+
+def _elimination(adj: list[set], ordered: bool, max_table: int):
+    """Sequential greedy min-fill (:func:`_level_elimination` one variable a level): the
+    order and the separators."""
+    levels, seps = _level_elimination(adj, -1, max_table, ordered=ordered)
+    return [v for (v,) in levels], seps
 
 
 def max_levels(n: int) -> int:
