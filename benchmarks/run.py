@@ -34,6 +34,11 @@ The ``gsjax run`` command is then run as a subprocess, twice: with an empty comp
 ``--horizon 2000`` in quick mode, issue 16's command, else that row's T); the cold run's
 ``summary.json`` ``run_seconds`` / ``compile_seconds`` per algorithm are compared with the strong baseline's median rate of that row (not interleaved;
 its theta* is drawn per seed). Kernels per round come from ``benchmarks/kernels.py``.
+
+Quick mode also measures how throughput grows with the seeds (issue 16: S = 16384 against
+S = 1024, :func:`measure_scaling`: gsjax alone at both sizes, the same horizon, alternated),
+with the state the large run moves a second against the stream bandwidth measured in the same
+process (``benchmarks/roofline.py``'s ``machine_peaks``).
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ MODES = {
     # rows: (workload, seeds, horizon); budgets in seconds per NumPy call.
     "quick": dict(rows=[("section7_2", 1024, 400)], repeats=5, strong_budget=30.0,
                   vec_budget=1.5, loop_budget=1.0, min_rounds=5, cli=True,
-                  cli_horizon=2000),
+                  cli_horizon=2000, scaling=(1024, 16384, 400)),
     "full": dict(rows=[("section7_2", 1024, 2000), ("section7_2", 16384, 200),
                        ("sparse_graph", 64, 20)],
                  repeats=5, strong_budget=60.0, vec_budget=5.0, loop_budget=5.0, min_rounds=5,
@@ -101,14 +106,56 @@ def _gsjax_memory_mb(compiled):
     return (total - getattr(ma, "alias_size_in_bytes", 0)) / 2**20
 
 
-def contenders(w, kind, seeds, horizon, cfg):
-    """``({name: call}, {name: compile info})``; a call returns ``(seed_rounds, run_s | None,
-    mean re-optimisations per seed, rounds run)``."""
+def _sweep(w, kind, seeds, horizon):
+    """gsjax's sweep as ``runner.sweep`` configures it (compacted solver for lazy algorithms,
+    buffer ``max(2, S // 16)``, totals only): ``(algo, fn, args)``, ``fn(*args)`` the call."""
     algo = make(kind, w["structure"], AgentSpec(**w["spec"]))
     fn = runner.make_sweep(algo, w["structure"], horizon, record_every=horizon,
                            compact=not algo.always_solves, buffer=max(2, seeds // 16))
     keys = runner.seed_keys(jax.random.key(0), jnp.arange(seeds, dtype=jnp.uint32))
-    p, move_cost = params(w), jnp.float32(w["move_cost"])
+    return algo, fn, (keys, w["problem"], params(w), jnp.float32(w["move_cost"]))
+
+
+def measure_scaling(w, kind, small: int, large: int, horizon: int, repeats: int) -> dict:
+    """gsjax alone at ``small`` and at ``large`` seeds (same horizon), alternated repetition by
+    repetition, medians, compile apart: seed-rounds/s of each, and the state the large run moves
+    (its carry read and written once a round: ``2 x carry bytes`` a seed-round, the roofline's
+    measure) in GB/s."""
+    calls, carry_bytes = {}, 0.0
+    for seeds in (small, large):
+        algo, fn, args = _sweep(w, kind, seeds, horizon)
+        compiled = fn.lower(*args).compile()
+        calls[seeds] = lambda c=compiled, a=args: jax.block_until_ready(c(*a))
+        init_fn, _ = runner.make_chunked(algo, w["structure"], horizon, horizon,
+                                         compact=not algo.always_solves,
+                                         buffer=max(2, seeds // 16))
+        carry = jax.eval_shape(init_fn, *args[:3])
+        carry_bytes = sum(x.size * x.dtype.itemsize
+                          for x in jax.tree_util.tree_leaves(carry)) / seeds
+    # every byte XLA's cost model has one round of the large run touch (a one-round chunk; the
+    # solver's loop body counted once, as if one buffer of seeds re-solved every round)
+    _, one_round = runner.make_chunked(algo, w["structure"], 1, 1, compact=not algo.always_solves,
+                                       buffer=max(2, large // 16))
+    init = runner.make_chunked(algo, w["structure"], 1, 1, compact=not algo.always_solves,
+                               buffer=max(2, large // 16))[0]
+    cost = one_round.lower(init(*args[:3]), 0, *args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    xla_bytes = float(cost.get("bytes accessed", 0.0)) / large
+    timed = interleave(calls, repeats)
+    rate = {s: statistics.median(s * horizon / t for t in timed[s]["wall"]) for s in calls}
+    cpu = {s: statistics.median(s * horizon / t for t in timed[s]["cpu"]) for s in calls}
+    return dict(algorithm=kind, small=small, large=large, horizon=horizon, repeats=repeats,
+                rate_small=rate[small], rate_large=rate[large], cpu_small=cpu[small],
+                cpu_large=cpu[large], ratio=rate[large] / rate[small],
+                ratio_cpu=cpu[large] / cpu[small], carry_bytes_per_seed=carry_bytes,
+                state_gb_per_s=2 * carry_bytes * rate[large] / 1e9,
+                xla_bytes_per_seed_round=xla_bytes, xla_gb_per_s=xla_bytes * rate[large] / 1e9)
+
+
+def contenders(w, kind, seeds, horizon, cfg):
+    """``({name: call}, {name: compile info})``; a call returns ``(seed_rounds, run_s | None,
+    mean re-optimisations per seed, rounds run)``."""
+    algo, fn, (keys, _, p, move_cost) = _sweep(w, kind, seeds, horizon)
     t0 = time.perf_counter()
     compiled = fn.lower(keys, w["problem"], p, move_cost).compile()
     info = {"gsjax": dict(compile_seconds=time.perf_counter() - t0,
@@ -370,6 +417,21 @@ def _targets_markdown(res) -> list[str]:
             out.append(f"* the same command again (warm cache) compiles in < 2 s per algorithm: "
                        f"{_fmt(max(warm_cli), 2)} s at most -- "
                        f"{'holds' if max(warm_cli) < 2 else 'not met'}.")
+    sc = res.get("scaling")
+    if sc:
+        bw = sc["peaks"]["stream_scale_gb_per_s"]
+        rows = sc["rows"]
+        ok = all(r["ratio"] >= 1.5 for r in rows)
+        out.append(f"* throughput at S = {rows[0]['large']} >= 1.5x that at S = "
+                   f"{rows[0]['small']} (T = {rows[0]['horizon']}, gsjax alone, alternated), or "
+                   f"the round at the memory roofline: " + ", ".join(
+                       f"{r['algorithm']} {_fmt(r['ratio'])}x wall, {_fmt(r['ratio_cpu'])}x CPU "
+                       f"(at S = {r['large']}: {r['state_gb_per_s']:.2f} GB/s of state, "
+                       f"{100 * r['state_gb_per_s'] / bw:.0f} % of the {bw:.1f} GB/s stream "
+                       f"bandwidth measured in this run; {r['xla_gb_per_s']:.1f} GB/s counting "
+                       f"every byte XLA's cost model has a round touch, "
+                       f"{r['xla_bytes_per_seed_round']:,.0f} B a seed-round)" for r in rows) +
+                   f" -- {'holds' if ok else 'not met'}.")
     return out
 
 
@@ -464,6 +526,18 @@ def main(argv=None) -> int:
                           "rows": [dict(r["kernels"], algorithm=r["algorithm"])
                                    for r in res["rows"] if r["kernels"] and r["seeds"] ==
                                    first[0] and r["workload"] == "section7_2"]}
+        if cfg.get("scaling"):
+            small, large, horizon = cfg["scaling"]
+            w = built["section7_2"]
+            kinds = w["algorithms"] if args.algorithms is None else [
+                k for k in args.algorithms.split(",") if k in w["algorithms"]]
+            res["scaling"] = {"peaks": roofline.machine_peaks(3), "rows": []}
+            for kind in kinds:
+                r = measure_scaling(w, kind, small, large, horizon, cfg["repeats"])
+                res["scaling"]["rows"].append(r)
+                print(f"scaling {kind:>10s} S={large} / S={small}: x{r['ratio']:.2f} wall, "
+                      f"x{r['ratio_cpu']:.2f} CPU, {r['state_gb_per_s']:.2f} GB/s of state",
+                      flush=True)
         if cfg["cli"] and not args.no_cli:
             res["cli"] = run_cli(first[0], cfg.get("cli_horizon", first[1]))
     meta["end"] = machine()
