@@ -24,6 +24,9 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
   replaced (on CPU a loop of one trip per scope entry, 2k per solve).
 * ``union`` (2026-12-02): async's union of the triggering criteria's scopes reads disjoint
   scopes by a gather (:func:`gsjax.lcb.scope_slots`); A is the scatter-max it replaced.
+* ``bonus`` (2026-12-04): the LCB's norm ``phi^T V^{-1} phi`` (:func:`gsjax.lcb._bonus`) as two
+  element-wise products and sums; A is the ``einsum`` it replaced, which XLA CPU lowers to a
+  small batched dot with a transposed copy of ``V^{-1}`` in front.
 * ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
   (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
   the command line runs them, so both are one compiled program; A is the static program of
@@ -84,6 +87,12 @@ def _scatter_vertices(objective, s_init, free, pick=lcb.first_pick):
     return s[:-1], jnp.sum(vals), jnp.zeros((), s_init.dtype)
 
 
+def _einsum_bonus(phi, inv):
+    """:func:`gsjax.lcb._bonus` as it was: one ``einsum``."""
+    q = jnp.einsum("...i,...ij,...j->...", phi, inv, phi)
+    return jnp.sqrt(jnp.maximum(q, lcb._TINY))
+
+
 def _scatter_union(truth, scopes, mask, n, slots=None):
     """The hard union as it was: a scatter-max whatever the scopes."""
     hit = (truth[:, None] & mask).astype(jnp.int32).reshape(-1)
@@ -103,6 +112,8 @@ def _patched(change: str):
         return algorithms, "HARD", HARD._replace(union=_scatter_union)
     if change == "vertex_write":
         return lcb, "minimise_vertices", _scatter_vertices
+    if change == "bonus":
+        return lcb, "_bonus", _einsum_bonus
     return philox, "normals", _plain_normals
 
 
@@ -123,7 +134,8 @@ def _workload(change: str, kind: str, seeds: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
-                    choices=("inverse", "noise", "problem", "vertex_write", "union", "shared"))
+                    choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
+                             "bonus"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)

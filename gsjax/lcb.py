@@ -101,7 +101,10 @@ def softmin_pick(temperature, tie_break) -> Pick:
 
 
 def _bonus(phi: jax.Array, inv: jax.Array) -> jax.Array:
-    q = jnp.einsum("...i,...ij,...j->...", phi, inv, phi)
+    # phi^T V^-1 phi as element-wise products and sums in the order of the dot, bit for bit the
+    # einsum's on CPU; under grad and vmap the einsum became batched dots that made PGD on
+    # scopes of 4 or more ~40x slower (benchmarks/pgd_bonus.py)
+    q = jnp.sum(jnp.sum(phi[..., :, None] * inv, axis=-2) * phi, axis=-1)
     return jnp.sqrt(jnp.maximum(q, _TINY))
 
 
