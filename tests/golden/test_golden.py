@@ -33,16 +33,16 @@ RTOL = 1e-4
 # at the initial point are unchanged to the last bit; the reverse pass reassociates at the 1e-15
 # level, which two descent steps carry into the trace, and the gradient check's relative error
 # (a difference of nearly equal numbers) moves by 2e-8 relative.
-# run_section7_3 (slow; the PGD solver in float32): an issue-15 refactor between 6ad4787 and
-# f44b87b reassociated the PGD path, found only when the slow cases were run on 2026-12-02. Every
-# count and decision is equal; actions and movement move by <= 1e-6 relative and the solver's
-# residual (a projected-gradient norm near zero) by 7e-5 relative.
+# run_section7_3 (slow; UCI Adult, PGD in float32) was re-recorded on 2026-12-04 and is compared
+# exactly again: 843ba38 (YNNPACK fusions off, a correctness fix) changed the classifier's float32
+# training, which moved tau* by 4.4e-6 and the regret against it by up to 2e-3 relative (every
+# count, decision and action equal); the slow cases were not rerun then, so it failed unseen.
 # run_adaptive_graph (slow; adaptive_lazy with PGD in float32): XLA CPU's older loop emitter
 # (runner.COMPILER_OPTIONS, 1a1be37) rounds its fused float32 arithmetic differently; the
 # previous commit reproduces the recording bit for bit, 1a1be37 moves the mean regret by 3e-8
 # relative and its standard error by 4e-6. Every count and decision is equal (integers are
 # compared exactly).
-REASSOCIATED = {"tune_bandit": 1e-6, "run_section7_3": 1e-4, "run_adaptive_graph": 1e-4}
+REASSOCIATED = {"tune_bandit": 1e-6, "run_adaptive_graph": 1e-4}
 
 
 def _close(a, b, exact: bool, path: str = "", rtol: float = RTOL) -> None:
