@@ -133,7 +133,7 @@ def run_all(path, out, overrides=(), seeds=None, horizon=None, log=print
 
 def report_section(path, out, quick: bool, log) -> list[str]:
     """The ``gsjax reproduce --long`` section: the config's seeds (100 per k) at T = 200, the
-    size the README reports (59 min on 2 loaded CPU cores); quick: 4 seeds x 20 rounds."""
+    size docs/paper/section5_1.md reports (70 s on 2 CPU cores); quick: 4 seeds x 20 rounds."""
 
     cfg = load_config(path)
     seeds = {k: 4 for k in cfg.paper["k_sweep"]} if quick else None

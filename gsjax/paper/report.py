@@ -281,7 +281,7 @@ def add_parser(sub) -> None:
                                                     "experiment named here runs too)")
     rp.add_argument("--long", action="store_true",
                     help="also the long experiments: adaptive_graph (Section 5.2; 8.4 min at 50 "
-                         "seeds), large_graphs (Section 5.1 at scale; 59 min on 2 loaded CPU "
+                         "seeds), large_graphs (Section 5.1 at scale; 70 s on 2 CPU "
                          "cores) and dp_scale (Section 5.1 with the exact solver up to 10^4 "
                          "nodes, T = 10^4: days on 2 CPU cores; resumable, finished runs are "
                          "read)")
