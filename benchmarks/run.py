@@ -134,10 +134,9 @@ def measure_scaling(w, kind, small: int, large: int, horizon: int, repeats: int)
                           for x in jax.tree_util.tree_leaves(carry)) / seeds
     # every byte XLA's cost model has one round of the large run touch (a one-round chunk; the
     # solver's loop body counted once, as if one buffer of seeds re-solved every round)
-    _, one_round = runner.make_chunked(algo, w["structure"], 1, 1, compact=not algo.always_solves,
-                                       buffer=max(2, large // 16))
-    init = runner.make_chunked(algo, w["structure"], 1, 1, compact=not algo.always_solves,
-                               buffer=max(2, large // 16))[0]
+    init, one_round = runner.make_chunked(algo, w["structure"], 1, 1,
+                                          compact=not algo.always_solves,
+                                          buffer=max(2, large // 16))
     cost = one_round.lower(init(*args[:3]), 0, *args).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     xla_bytes = float(cost.get("bytes accessed", 0.0)) / large
