@@ -44,7 +44,6 @@ flags: ``--name``, ``--seeds``, ``--horizon``, ``--record-every``, ``--algorithm
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -209,6 +208,19 @@ def _lcb64(scopes, theta, inv, beta, s):
     return (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 0.0))).sum(-1)
 
 
+def pgd_solver(structure, problem, ac):
+    """``(theta, inv, beta, s0, key) -> s``: PGD with the settings of the agent config ``ac``
+    on the LCB of one objective, every coordinate free."""
+    def solve(theta, inv, beta, s0, key):
+        objective = lcb.node_objective(structure, problem, theta, inv, beta)
+        return lcb.minimise_objective_pgd(
+            key, objective.value, s0, jnp.ones(s0.shape, bool), num_steps=ac.pgd_steps,
+            num_starts=ac.pgd_starts, learning_rate=ac.pgd_lr, optimizer=ac.pgd_optimizer,
+            include_current=ac.pgd_include_current)[0]
+
+    return solve
+
+
 def bench_vs_pgd(n: int, graph: str, seeds: int, repeats: int) -> dict:
     """DP against the large_graphs config's PGD on ``seeds`` random objectives of a graph."""
     ac = load_config(find_config("large_graphs")).agent
@@ -225,17 +237,12 @@ def bench_vs_pgd(n: int, graph: str, seeds: int, repeats: int) -> dict:
     row["plan_s"], row["width"] = time.perf_counter() - t0, plan.width
     keys = jax.random.split(jax.random.key(1), seeds)
 
-    def one(name, theta, inv, beta, s0, key):
+    def exact(theta, inv, beta, s0, key):
         objective = lcb.node_objective(structure, problem, theta, inv, beta)
-        free = jnp.ones(s0.shape, bool)
-        if name == "dp":
-            return dp.minimise(plan, objective, s0, free)[0]
-        return lcb.minimise_objective_pgd(
-            key, objective.value, s0, free, num_steps=ac.pgd_steps, num_starts=ac.pgd_starts,
-            learning_rate=ac.pgd_lr, optimizer=ac.pgd_optimizer,
-            include_current=ac.pgd_include_current)[0]
+        return dp.minimise(plan, objective, s0, jnp.ones(s0.shape, bool))[0]
 
-    fns = {name: jax.jit(jax.vmap(functools.partial(one, name))) for name in ("dp", "pgd")}
+    fns = {"dp": jax.jit(jax.vmap(exact)),
+           "pgd": jax.jit(jax.vmap(pgd_solver(structure, problem, ac)))}
     args = (*arrays, keys)
     first, times, outs = {}, {"dp": [], "pgd": []}, {}
     for name in fns:

@@ -4,7 +4,7 @@
     python benchmarks/pgd_bonus.py --graphs tree --n 10000 --seeds 8
 
 :func:`gsjax.lcb._bonus` (``phi^T V^{-1} phi`` of every criterion) was one ``einsum``; under
-``grad`` and ``vmap`` XLA CPU made PGD on scopes of 4 or more 30x slower than on scopes of 3
+``grad`` and ``vmap`` XLA CPU made PGD on scopes of 4 or more ~40x slower than on scopes of 3
 (``benchmarks/RESULTS.md``, "DP against PGD"). It is now two element-wise products and sums in
 the order of the dot (bit-identical answers). Each contender minimises ``--seeds`` random
 objectives (``benchmarks/dp.py``'s ``_case``) with the PGD settings of
@@ -17,19 +17,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.ab_round import _einsum_bonus  # noqa: E402
-from dp import _case  # noqa: E402
+from dp import _case, pgd_solver  # noqa: E402
 from gsjax import lcb  # noqa: E402
+from timing import interleave  # noqa: E402
 from gsjax.config import find_config, load_config  # noqa: E402
 
 
@@ -46,14 +45,7 @@ def main(argv=None) -> int:
     for graph in args.graphs:
         _, structure, problem, arrays = _case(args.n, args.seeds, graph=graph)
         keys = jax.random.split(jax.random.key(1), args.seeds)
-
-        def one(theta, inv, beta, s0, key):
-            objective = lcb.node_objective(structure, problem, theta, inv, beta)
-            return lcb.minimise_objective_pgd(
-                key, objective.value, s0, jnp.ones(s0.shape, bool), num_steps=ac.pgd_steps,
-                num_starts=ac.pgd_starts, learning_rate=ac.pgd_lr, optimizer=ac.pgd_optimizer,
-                include_current=ac.pgd_include_current)[0]
-
+        one = pgd_solver(structure, problem, ac)
         fns, outs = {}, {}
         try:
             for name, bonus in (("einsum", _einsum_bonus), ("element-wise", elementwise)):
@@ -62,13 +54,9 @@ def main(argv=None) -> int:
                 outs[name] = np.asarray(fns[name](*arrays, keys))
         finally:
             lcb._bonus = elementwise
-        times = {name: [] for name in fns}
-        for r in range(args.repeats):
-            for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                t0 = time.perf_counter()
-                jax.block_until_ready(fns[name](*arrays, keys))
-                times[name].append(time.perf_counter() - t0)
-        med = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+        timed = interleave({name: lambda f=f: jax.block_until_ready(f(*arrays, keys))
+                            for name, f in fns.items()}, args.repeats)
+        med = {name: 1e3 * statistics.median(t["wall"]) for name, t in timed.items()}
         print(f"| {graph} | {args.n} | {med['einsum']:,.1f} | {med['element-wise']:,.1f} | "
               f"{med['einsum'] / med['element-wise']:.1f}x | "
               f"{bool(np.array_equal(outs['einsum'], outs['element-wise']))} |", flush=True)

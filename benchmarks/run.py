@@ -121,23 +121,20 @@ def measure_scaling(w, kind, small: int, large: int, horizon: int, repeats: int)
     repetition, medians, compile apart: seed-rounds/s of each, and the state the large run moves
     (its carry read and written once a round: ``2 x carry bytes`` a seed-round, the roofline's
     measure) in GB/s."""
-    calls, carry_bytes = {}, 0.0
+    calls = {}
     for seeds in (small, large):
         algo, fn, args = _sweep(w, kind, seeds, horizon)
         compiled = fn.lower(*args).compile()
         calls[seeds] = lambda c=compiled, a=args: jax.block_until_ready(c(*a))
-        init_fn, _ = runner.make_chunked(algo, w["structure"], horizon, horizon,
-                                         compact=not algo.always_solves,
-                                         buffer=max(2, seeds // 16))
-        carry = jax.eval_shape(init_fn, *args[:3])
-        carry_bytes = sum(x.size * x.dtype.itemsize
-                          for x in jax.tree_util.tree_leaves(carry)) / seeds
-    # every byte XLA's cost model has one round of the large run touch (a one-round chunk; the
-    # solver's loop body counted once, as if one buffer of seeds re-solved every round)
+    # the large run's carry and every byte XLA's cost model has one of its rounds touch (a
+    # one-round chunk; the solver's loop body counted once, as if one buffer of seeds re-solved
+    # every round)
     init, one_round = runner.make_chunked(algo, w["structure"], 1, 1,
                                           compact=not algo.always_solves,
                                           buffer=max(2, large // 16))
-    cost = one_round.lower(init(*args[:3]), 0, *args).compile().cost_analysis()
+    carry = init(*args[:3])
+    carry_bytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(carry)) / large
+    cost = one_round.lower(carry, 0, *args).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     xla_bytes = float(cost.get("bytes accessed", 0.0)) / large
     timed = interleave(calls, repeats)
