@@ -238,10 +238,24 @@ def _record_every(horizon: int) -> int:
     return every
 
 
-#: From this k on, the lazy and async runs solve every seed at once (``--buffer`` = seeds): most
-#: seeds re-optimise in most rounds there (2.1x at k = 10^3: benchmarks/buffer.py); below,
-#: the default buffer (a 16th of the seeds). The numbers do not depend on it.
-ALL_AT_ONCE_K = 1000
+#: From this k on, the compacted sweep's solver buffer is sized to the triggers (the numbers do
+#: not depend on it): async re-minimises some coordinates of almost every seed in every round, so
+#: it solves every seed at once (``--buffer`` = seeds); global lazy re-optimises a seed in 70 % of
+#: its first 250 rounds but 15 % by round 1500 and fewer after, so it solves ``LAZY_BUFFER`` seeds
+#: at a time. ``python benchmarks/buffer.py --resume FOLDER`` from the runs' own checkpoints (25
+#: seeds): the grid's k = 10^4 at round 1500, 136 ms a round with 4 against 409 with 25; its
+#: k = 10^3 at round 7500, 18 against 42 ms; 4 loses only in the first rounds (754 against 430
+#: ms in rounds 1-20 at k = 10^4). Below this k, the default buffer (a 16th of the seeds).
+LARGE_K = 1000
+LAZY_BUFFER = 4
+
+
+def _buffer(key: str, k: int, seeds: int) -> int | None:
+    """The solver buffer of the run ``key`` (``lazy``, ``async_lazy``, ``pgd``, ...) of ``seeds``
+    seeds at size ``k`` (see :data:`LARGE_K`); None: the runner's default."""
+    if k < LARGE_K:
+        return None
+    return min(LAZY_BUFFER, seeds) if key in ("lazy", "lazy_own") else seeds
 
 
 class NotKept(LookupError):
@@ -383,8 +397,9 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
                                                               i * size) is None:
             log(f"-- {part}: not run now (--part)")
             continue
-        done.append(_run(part_text, out, part, log, None if buffer is None else size, keep,
-                         seed_start=i * size, seed_parts=parts, read_only=read_only))
+        size_buffer = None if buffer is None else min(buffer, size)
+        done.append(_run(part_text, out, part, log, size_buffer, keep, seed_start=i * size,
+                         seed_parts=parts, read_only=read_only))
     if len(done) < parts:
         return None
     summary = _merge(done)
@@ -453,11 +468,10 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     kept nor finished in ``out``."""
     texts = scale_configs(family, k, seeds, horizon, linucb_horizon, pgd)
     name = f"dp_{family}_{k}"
-    buffer = seeds if k >= ALL_AT_ONCE_K else None
     try:
         runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
-                                None if key == "linucb" else buffer, keep, seed_parts, part,
-                                read_only)
+                                None if key == "linucb" else _buffer(key, k, seeds), keep,
+                                seed_parts, part, read_only)
                 for key in (*LAZY, "linucb")}
     except NotKept as e:
         log(f"-- {name}: no row yet ({e} is not kept)")
@@ -465,7 +479,8 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     stopped = None
     if pgd:
         try:
-            runs["pgd"] = _run_parts(texts[f"{name}_pgd"], out, f"{name}_pgd", log, buffer, keep,
+            runs["pgd"] = _run_parts(texts[f"{name}_pgd"], out, f"{name}_pgd", log,
+                                     _buffer("pgd", k, seeds), keep,
                                      seed_parts, part, read_only)
         except NonFiniteFeedback as e:  # the exact runs' row stands; the table says why
             stopped = f"stopped: {e}"
