@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the published numbers that depend on the bandit runner's noise stream and
 # arithmetic (run from the repository root; 21 min on 2 quiet CPU cores). Each step prints
-# its wall time. The long Section 5.1/5.2 runs are separate (--long: about 2 h more).
+# its wall time. The long Section 5.1/5.2 runs are separate (--long: about 17 min more,
+# 2026-12-04; Section 5.1 with the DP solver is `python -m gsjax.paper.dp_scale`, days).
 #
 #   bash scripts/regenerate_docs.sh            # the cheap set
 #   bash scripts/regenerate_docs.sh --long     # and adaptive_graph_1e5/1e6, large_graphs
