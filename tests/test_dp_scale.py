@@ -240,7 +240,7 @@ def test_kept_runs_are_the_driver_configs():
             assert {"prediction_regret", "movement_cost", "total_updates", "run_seconds"} <= set(v)
 
 
-def test_seed_parts_merge_to_the_whole_run(tiny_run, monkeypatch, tmp_path):
+def test_seed_parts_merge_to_the_whole_run(tiny_run, monkeypatch, tmp_path, compile_cache):
     """--seed-parts: a run split into runs of consecutive seeds, each kept by itself, merges
     into the whole run's numbers (a seed's draws depend on its global id only); --part runs some
     parts now, the row comes when the last is in, and kept parts are not run again."""
