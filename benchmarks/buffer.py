@@ -4,7 +4,6 @@
     python benchmarks/buffer.py --k 100 --algorithm async_lazy --buffers 6 25 100
     python benchmarks/buffer.py --resume RUN_FOLDER --horizon 20 --buffers 2 4 25
 
-
 ``runner.sweep`` of one entry of the Section 5.1 DP config (``gsjax.paper.dp_scale``'s
 ``family_config``: a ring of ``k`` nodes, exact DP solver) over ``--seeds`` seeds and
 ``--horizon`` rounds, once per buffer size, the sizes alternated repetition by repetition in
@@ -100,10 +99,12 @@ def resume(args) -> int:
         init_fn, chunk_fn = runner.make_chunked(ba.algo, built.structure, args.horizon,
                                                 args.horizon, built.problem_per_seed,
                                                 compact=True, buffer=b)
-        shapes = jax.eval_shape(init_fn, batch.keys, batch.problem, ba.params)
-        carry = (init_fn(batch.keys, batch.problem, ba.params) if args.fresh else
-                 jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes),
-                                              [jnp.asarray(x) for x in ck["carry_leaves"]]))
+        if args.fresh:
+            carry = init_fn(batch.keys, batch.problem, ba.params)
+        else:
+            shapes = jax.eval_shape(init_fn, batch.keys, batch.problem, ba.params)
+            carry = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes),
+                                                 [jnp.asarray(x) for x in ck["carry_leaves"]])
         compiled = chunk_fn.lower(carry, jnp.int32(done), *chunk_args).compile()
         calls[b] = (lambda c=compiled, carry=carry:
                     jax.block_until_ready(c(carry, jnp.int32(done), *chunk_args)))

@@ -244,8 +244,9 @@ def _record_every(horizon: int) -> int:
 #: its first 250 rounds but 15 % by round 1500 and fewer after, so it solves ``LAZY_BUFFER`` seeds
 #: at a time. ``python benchmarks/buffer.py --resume FOLDER`` from the runs' own checkpoints (25
 #: seeds): the grid's k = 10^4 at round 1500, 136 ms a round with 4 against 409 with 25; its
-#: k = 10^3 at round 7500, 18 against 42 ms; 4 loses only in the first rounds (754 against 430
-#: ms in rounds 1-20 at k = 10^4). Below this k, the default buffer (a 16th of the seeds).
+#: k = 10^3 at round 7500 (``lazy_own``), 18 against 42 ms; 4 loses only in the first rounds
+#: (754 against 430 ms in rounds 1-20 at k = 10^4). Below this k, the default buffer (a 16th of
+#: the seeds).
 LARGE_K = 1000
 LAZY_BUFFER = 4
 
