@@ -42,6 +42,7 @@ def _paired(diff):
 
 
 def gamma_numbers(folder: Path) -> dict:
+    """The numbers of one gamma's run folder (see the module docstring)."""
     arr = read_npz(folder / "arrays.npz")
     rounds = np.asarray(arr["rounds"])
     total = {n: np.asarray(arr[f"{n}/cum_regret"], np.float64)
@@ -49,8 +50,8 @@ def gamma_numbers(folder: Path) -> dict:
              for n in ("true_graph", "true_graph_async", "supergraph", "adaptive")}
     mean = {n: c.mean(axis=0) for n, c in total.items()}
     horizon = int(rounds[-1])
-    gap = {t: (None if _at(rounds, mean["adaptive"] - mean["supergraph"], t) is None
-               else float(_at(rounds, mean["adaptive"] - mean["supergraph"], t)))
+    gap_curve = mean["adaptive"] - mean["supergraph"]
+    gap = {t: None if (g := _at(rounds, gap_curve, t)) is None else float(g)
            for t in (10**4, 10**5, 10**6)}
     below = mean["adaptive"] < mean["supergraph"]
     cross = next((int(rounds[i]) for i in range(len(below)) if below[i:].all()), None)
