@@ -27,6 +27,9 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
 * ``bonus`` (2026-12-04): the LCB's norm ``phi^T V^{-1} phi`` (:func:`gsjax.lcb._bonus`) as two
   element-wise products and sums; A is the ``einsum`` it replaced, which XLA CPU lowers to a
   small batched dot with a transposed copy of ``V^{-1}`` in front.
+* ``noise_axis`` (2026-12-04, tried and dropped): A draws the round's Philox words with the
+  blocks on one array axis (``gsjax.philox.UNROLLED_BLOCKS = 0``, one fusion for the normals,
+  fewer kernels), B is gsjax's one array per word; a speed-up above 1 is gsjax's lead.
 * ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
   (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
   the command line runs them, so both are one compiled program; A is the static program of
@@ -114,6 +117,8 @@ def _patched(change: str):
         return lcb, "minimise_vertices", _scatter_vertices
     if change == "bonus":
         return lcb, "_bonus", _einsum_bonus
+    if change == "noise_axis":
+        return philox, "UNROLLED_BLOCKS", 0
     return philox, "normals", _plain_normals
 
 
@@ -135,7 +140,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
                     choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
-                             "bonus"))
+                             "bonus", "noise_axis"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks.ab_round import _einsum_bonus  # noqa: E402
 from dp import _case, pgd_solver  # noqa: E402
-from gsjax import lcb  # noqa: E402
 from timing import interleave  # noqa: E402
+from gsjax import lcb  # noqa: E402
 from gsjax.config import find_config, load_config  # noqa: E402
 
 

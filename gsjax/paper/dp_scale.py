@@ -252,11 +252,12 @@ LAZY_BUFFER = 4
 
 
 def _buffer(key: str, k: int, seeds: int) -> int | None:
-    """The solver buffer of the run ``key`` (``lazy``, ``async_lazy``, ``pgd``, ...) of ``seeds``
-    seeds at size ``k`` (see :data:`LARGE_K`); None: the runner's default."""
-    if k < LARGE_K:
+    """The solver buffer of the run ``key`` (``lazy``, ``async_lazy``, ``linucb``, ``pgd``, ...)
+    of ``seeds`` seeds at size ``k`` (see :data:`LARGE_K`; the runner caps it at the seeds a
+    part or a device holds); None: the runner's default (LinUCB solves every seed anyway)."""
+    if k < LARGE_K or key == "linucb":
         return None
-    return min(LAZY_BUFFER, seeds) if key in ("lazy", "lazy_own") else seeds
+    return LAZY_BUFFER if key in ("lazy", "lazy_own") else seeds
 
 
 class NotKept(LookupError):
@@ -398,8 +399,7 @@ def _run_parts(text: str, out: Path, name: str, log, buffer: int | None = None,
                                                               i * size) is None:
             log(f"-- {part}: not run now (--part)")
             continue
-        size_buffer = None if buffer is None else min(buffer, size)
-        done.append(_run(part_text, out, part, log, size_buffer, keep, seed_start=i * size,
+        done.append(_run(part_text, out, part, log, buffer, keep, seed_start=i * size,
                          seed_parts=parts, read_only=read_only))
     if len(done) < parts:
         return None
@@ -471,8 +471,7 @@ def run_family(family: str, k: int, out: Path, seeds: int, horizon: int, linucb_
     name = f"dp_{family}_{k}"
     try:
         runs = {key: _run_parts(texts[f"{name}_{key}"], out, f"{name}_{key}", log,
-                                None if key == "linucb" else _buffer(key, k, seeds), keep,
-                                seed_parts, part, read_only)
+                                _buffer(key, k, seeds), keep, seed_parts, part, read_only)
                 for key in (*LAZY, "linucb")}
     except NotKept as e:
         log(f"-- {name}: no row yet ({e} is not kept)")
