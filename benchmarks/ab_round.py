@@ -5,6 +5,7 @@
     python benchmarks/ab_round.py --change inverse --kind async_lazy
     python benchmarks/ab_round.py --change vertex_write --kind linucb
     python benchmarks/ab_round.py --change shared --kind async_lazy
+    python benchmarks/ab_round.py --change noise_inplace --kind linucb
 
 Each change rebuilds the program as it was before it (A) beside gsjax's (B); outputs are checked
 equal bit for bit, then the calls are alternated repetition by repetition in this process
@@ -30,6 +31,10 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
 * ``noise_axis`` (2026-12-04, tried and dropped): A draws the round's Philox words with the
   blocks on one array axis (``gsjax.philox.UNROLLED_BLOCKS = 0``, one fusion for the normals,
   fewer kernels), B is gsjax's one array per word; a speed-up above 1 is gsjax's lead.
+* ``noise_inplace`` (2026-12-04): :func:`gsjax.philox.normals`' one-trip loop reads the Philox
+  words and makes the uniforms itself; A hands it the uniforms, which XLA may overwrite with
+  the normals in place (LinUCB's program does), where LLVM's vectorised loop takes its scalar
+  fallback.
 * ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
   (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
   the command line runs them, so both are one compiled program; A is the static program of
@@ -67,6 +72,17 @@ from gsjax.problem import seed_rows  # noqa: E402
 def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
     u = philox.uniforms(root, seed_id, round_, num, stream, precision)
     return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+
+def _inplace_normals(root, seed_id, round_, num, stream=0, precision="float32"):
+    u = philox.uniforms(root, seed_id, round_, num, stream, precision)
+
+    def transform(c):
+        return c[0] + 1, math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+    trips = jnp.max(jnp.asarray(round_, jnp.uint32) >> 31) + 1
+    return jax.lax.while_loop(lambda c: c[0] < trips, transform,
+                              (jnp.zeros((), jnp.uint32), jnp.zeros_like(u)))[1]
 
 
 _real_vertices = lcb.minimise_vertices
@@ -119,6 +135,8 @@ def _patched(change: str):
         return lcb, "_bonus", _einsum_bonus
     if change == "noise_axis":
         return philox, "UNROLLED_BLOCKS", 0
+    if change == "noise_inplace":
+        return philox, "normals", _inplace_normals
     return philox, "normals", _plain_normals
 
 
@@ -140,7 +158,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
                     choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
-                             "bonus", "noise_axis"))
+                             "bonus", "noise_axis", "noise_inplace"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)

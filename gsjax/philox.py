@@ -90,6 +90,22 @@ def _words(root, seed_id, round_, stream, num: int):
     return [jnp.broadcast_to(w, batch) for w in words[:num]]
 
 
+def _check(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
+    if precision == "float64" and not jax.config.jax_enable_x64:
+        raise ValueError("precision: 'float64' draws need jax_enable_x64")
+
+
+def _uniform32(w):
+    return ((w >> 9).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-23)
+
+
+def _uniform64(a, b):
+    return ((a >> 6).astype(jnp.float64) * 67108864.0 + (b >> 6).astype(jnp.float64)
+            + 0.5) * 2.0**-52
+
+
 def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
     """``(num, *batch)`` uniforms in the open interval (0, 1), in ``precision``.
 
@@ -97,17 +113,11 @@ def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float3
     ``((a >> 6) 2^26 + (b >> 6) + 0.5) 2^-52`` of words ``a = w_2i``, ``b = w_2i+1``: the grid
     of a full mantissa shifted by half a step off 0 and 1, every value exact.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
-    if precision == "float64" and not jax.config.jax_enable_x64:
-        raise ValueError("precision: 'float64' draws need jax_enable_x64")
+    _check(precision)
     if precision == "float32":
-        return _rows(lambda w: ((w >> 9).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-23),
-                     _words(root, seed_id, round_, stream, num))
+        return _rows(_uniform32, _words(root, seed_id, round_, stream, num))
     words = _words(root, seed_id, round_, stream, 2 * num)
-    return _rows(lambda a, b: ((a >> 6).astype(jnp.float64) * 67108864.0
-                               + (b >> 6).astype(jnp.float64) + 0.5) * 2.0**-52,
-                 words[0::2], words[1::2])
+    return _rows(_uniform64, words[0::2], words[1::2])
 
 
 def _rows(f, *words):
@@ -127,12 +137,25 @@ def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32
     layout of the statistics, where the CPU loop does not vectorise). Same numbers bit for bit;
     the Section 7.2 sweeps 1.2-1.9x faster (``python benchmarks/ab_round.py --change noise``).
     ``optimization_barrier`` does not do this on CPU: XLA drops it before fusing.
+
+    The loop reads the Philox words (``uint32``) and turns them into uniforms itself: given the
+    uniforms, XLA may write the normals over them in place, and LLVM's vectorised loop then
+    falls back to its scalar copy (its runtime overlap check fails when input and output are
+    the same buffer), which made ``erfinv`` 7x slower in LinUCB's round
+    (``python benchmarks/ab_round.py --change noise_inplace``).
     """
-    u = uniforms(root, seed_id, round_, num, stream, precision)
+    _check(precision)
+    words = _words(root, seed_id, round_, stream, num if precision == "float32" else 2 * num)
+    words = words if isinstance(words, jax.Array) else jnp.stack(words)
 
     def transform(c):
+        if precision == "float32":
+            u = _uniform32(words)
+        else:
+            u = _uniform64(words[0::2], words[1::2])
         return c[0] + 1, math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
 
     trips = jnp.max(jnp.asarray(round_, _U32) >> 31) + 1  # 1 (a round is < 2^31)
     return jax.lax.while_loop(lambda c: c[0] < trips, transform,
-                              (jnp.zeros((), _U32), jnp.zeros_like(u)))[1]
+                              (jnp.zeros((), _U32), jnp.zeros((num, *words.shape[1:]),
+                                                              jnp.dtype(precision))))[1]
