@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     commands.top_parser().parse_known_args(argv)  # exits on --help, --version or a typo
     cli = importlib.import_module("gsjax.cli")
     report = importlib.import_module("gsjax.paper.report")
-    return cli.main(argv, extra=(report.add_parser,))
+    return cli.main(argv, extra=(report.add_parser,), host_cores=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -444,18 +444,22 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None, extra=()) -> int:
+def main(argv=None, extra=(), host_cores: bool = False) -> int:
     """Run one command (``argv`` as on the command line; ``extra`` as in :func:`build_parser`).
 
-    The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce``."""
+    The ``gsjax`` command is :func:`gsjax.__main__.main`, which adds ``reproduce`` and
+    ``host_cores``: a single-process command first gives JAX's CPU platform one device per
+    core (:func:`gsjax.distributed.use_host_cores`, ``GSJAX_HOST_DEVICES``)."""
     args = build_parser(extra).parse_args(argv)
     session = None
-    if args.func is _cmd_run:  # first of all: JAX's devices are global once it has joined
-        try:
+    try:
+        if args.func is _cmd_run:  # first of all: JAX's devices are global once it has joined
             session = _join(args)
-        except distributed.Refused as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        if host_cores and session is None:
+            distributed.use_host_cores()
+    except distributed.Refused as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     cache = None if getattr(args, "no_cache", False) else (
         getattr(args, "cache_dir", None) or runner.default_cache_dir())
     runner.use_compilation_cache(cache)

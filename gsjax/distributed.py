@@ -43,7 +43,7 @@ import numpy as np
 __all__ = [
     "LOST", "Refused", "Session", "start", "detected_processes", "is_writer", "process_count",
     "host", "place", "code_version", "agree", "from_writer", "meta", "current",
-    "flush_before_exit",
+    "flush_before_exit", "HOST_DEVICES_ENV", "use_host_cores",
 ]
 
 LOST = 4  # exit status of a process stopped because another one was lost or failed
@@ -55,6 +55,36 @@ _flushes: list = []  # run before a process leaves on a lost peer (:func:`flush_
 
 class Refused(ValueError):
     """A multi-process run refused (different configs or code, bad flags); one line."""
+
+
+#: Environment variable: JAX host (CPU) devices of a single-process ``gsjax`` command, ``auto``
+#: (the default: one per core this process may run on) or a count (``1``: XLA's one device).
+HOST_DEVICES_ENV = "GSJAX_HOST_DEVICES"
+
+
+def use_host_cores() -> int | None:
+    """Give JAX's CPU platform one device per core (or :data:`HOST_DEVICES_ENV`'s count), so a
+    single-process sweep on CPU splits its seeds over the cores as it does over several
+    devices (the same numbers bit for bit, ``tests/test_multidevice.py``). XLA's own
+    multi-threading of one device gains nothing on the round's small kernels; two devices ran
+    the Section 7.2 sweeps 1.3-1.9x faster on 2 cores (``benchmarks/RESULTS.md``).
+
+    Left alone (``None``) when ``XLA_FLAGS`` fixes the device count, when JAX's
+    ``jax_num_cpu_devices`` is set, or once JAX has started its backends (the count is fixed
+    then); returns the count set otherwise. Call before anything touches JAX's devices, and not
+    in a multi-process run (its processes place their devices themselves)."""
+    want = os.environ.get(HOST_DEVICES_ENV, "auto").strip()
+    if want != "auto" and not (want.isdigit() and int(want) >= 1):
+        raise Refused(f"{HOST_DEVICES_ENV}: expected 'auto' or a count >= 1, got {want!r}")
+    count = len(os.sched_getaffinity(0)) if want == "auto" else int(want)
+    if (count <= 1 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+            or jax.config.jax_num_cpu_devices != -1):
+        return None
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:  # JAX has started its backends: the count is fixed for this process
+        return None
+    return count
 
 
 def process_count() -> int:

@@ -13,6 +13,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # the tests (and the CLI subprocesses they start) leave the user's cache alone, except
 # tests/test_cache.py, which points it at a temporary folder.
 os.environ["GSJAX_CACHE_DIR"] = "off"
+# The gsjax command gives JAX one CPU device per core (gsjax.distributed.use_host_cores): the
+# tests run on one device, whichever test first starts JAX in a worker; the device counts are
+# tests/test_multidevice.py's.
+os.environ["GSJAX_HOST_DEVICES"] = "1"
 
 import jax  # noqa: E402  (after the environment variable above)
 import jax.numpy as jnp

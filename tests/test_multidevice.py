@@ -86,3 +86,42 @@ def _compare(single: Path, many: Path, devices: int) -> None:
     ta = json.loads((single / "tune" / "trace.json").read_text())
     tb = json.loads((many / "tune" / "trace.json").read_text())
     assert ta["trace"] == tb["trace"]
+
+
+def _gsjax(out: Path, config: str, host_devices: str, xla_devices: int | None = None):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", GSJAX_HOST_DEVICES=host_devices)
+    flags = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=", "--x=")
+    if xla_devices is not None:
+        flags += f" --xla_force_host_platform_device_count={xla_devices}"
+    env["XLA_FLAGS"] = flags
+    return subprocess.Popen([sys.executable, "-m", "gsjax", "run", config, "--seeds", "5",
+                             "--horizon", "40", "--out", str(out), "--quiet", "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path):
+    # GSJAX_HOST_DEVICES (default 'auto': one per core) sets JAX's CPU device count for a
+    # single-process command; a device count in XLA_FLAGS wins. The vertex and PGD solvers'
+    # runs on 2 devices equal the 1-device runs bit for bit (5 seeds: one padded).
+    cases = {("section7_1", "1", None): 1, ("section7_1", "2", None): 2,
+             ("example_graph", "1", None): 1, ("example_graph", "2", None): 2,
+             ("section7_1", "2", 1): 1}
+    procs = {c: _gsjax(tmp_path / "-".join(map(str, c)), *c) for c in cases}
+    bad = _gsjax(tmp_path / "bad", "section7_1", "two")
+    for c, proc in procs.items():
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err[-4000:]
+        meta = json.loads((tmp_path / "-".join(map(str, c)) / "summary.json").read_text())["meta"]
+        assert meta["devices"] == [f"cpu:{i}" for i in range(cases[c])], c
+    _, err = bad.communicate()
+    assert bad.returncode == 2
+    assert err.strip().splitlines() == [
+        "error: GSJAX_HOST_DEVICES: expected 'auto' or a count >= 1, got 'two'"]
+    for config in ("section7_1", "example_graph"):
+        one, two = (tmp_path / f"{config}-{n}-None" for n in (1, 2))
+        assert (_results(json.loads((one / "summary.json").read_text()))
+                == _results(json.loads((two / "summary.json").read_text())))
+        with np.load(one / "arrays.npz") as za, np.load(two / "arrays.npz") as zb:
+            assert sorted(za.files) == sorted(zb.files)
+            for key in za.files:
+                np.testing.assert_array_equal(za[key], zb[key], err_msg=f"{config}: {key}")
