@@ -76,7 +76,11 @@ def use_host_cores() -> int | None:
     want = os.environ.get(HOST_DEVICES_ENV, "auto").strip()
     if want != "auto" and not (want.isdigit() and int(want) >= 1):
         raise Refused(f"{HOST_DEVICES_ENV}: expected 'auto' or a count >= 1, got {want!r}")
-    count = len(os.sched_getaffinity(0)) if want == "auto" else int(want)
+    if want == "auto":  # the cores this process may run on (all of them where that is unknown)
+        cores = getattr(os, "sched_getaffinity", None)
+        count = len(cores(0)) if cores else (os.cpu_count() or 1)
+    else:
+        count = int(want)
     if (count <= 1 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
             or jax.config.jax_num_cpu_devices != -1):
         return None
