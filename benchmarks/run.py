@@ -13,7 +13,8 @@ time (the process's, all threads), compile time apart:
 
 * ``gsjax``: ``runner.make_sweep`` as ``runner.sweep`` configures it (compacted solver for lazy
   algorithms, buffer ``max(2, S // 16)``, totals only), compiled once, each call timed;
-* ``gsjax sweep``: ``runner.sweep`` itself, the path of the ``gsjax run`` command (seed padding,
+* ``gsjax sweep``: ``runner.sweep`` itself, the path of the ``gsjax run`` command (one device
+  per core as the command sets up, ``GSJAX_HOST_DEVICES``; seed padding,
   chunked driver, finiteness check, final description), a new compile each call: its wall rate
   is from its own ``run_seconds`` (compile excluded, as the CLI reports it), its CPU rate is not
   measured (the call's CPU time includes the compile). A persistent compilation cache in a
@@ -61,6 +62,12 @@ if str(ROOT) not in sys.path:
 
 import jax  # noqa: E402
 
+from gsjax import distributed  # noqa: E402
+
+# One JAX device per core, as the gsjax command sets up (GSJAX_HOST_DEVICES; before anything
+# starts JAX): the `gsjax sweep` rows shard their seeds over them like `gsjax run`; the `gsjax`
+# rows are one compiled program on the first device, as before.
+distributed.use_host_cores()
 jax.config.update("jax_enable_x64", False)  # gsjax in float32
 
 import jax.numpy as jnp  # noqa: E402
