@@ -88,21 +88,25 @@ def _compare(single: Path, many: Path, devices: int) -> None:
     assert ta["trace"] == tb["trace"]
 
 
-def _gsjax(out: Path, config: str, host_devices: str, xla_devices: int | None = None):
+def _gsjax(out: Path, config: str, host_devices: str, xla_devices: int | None = None,
+           resume: bool = False):
     env = dict(os.environ, JAX_PLATFORMS="cpu", GSJAX_HOST_DEVICES=host_devices)
     flags = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=", "--x=")
     if xla_devices is not None:
         flags += f" --xla_force_host_platform_device_count={xla_devices}"
     env["XLA_FLAGS"] = flags
-    return subprocess.Popen([sys.executable, "-m", "gsjax", "run", config, "--seeds", "5",
-                             "--horizon", "40", "--out", str(out), "--quiet", "--no-cache"],
+    run = (["--resume", str(out), "--chunk", "10"] if resume else
+           [config, "--seeds", "5", "--horizon", "40", "--out", str(out)])
+    return subprocess.Popen([sys.executable, "-m", "gsjax", "run", *run, "--quiet", "--no-cache"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path):
     # GSJAX_HOST_DEVICES (default 'auto': one per core) sets JAX's CPU device count for a
     # single-process command; a device count in XLA_FLAGS wins. The vertex and PGD solvers'
-    # runs on 2 devices equal the 1-device runs bit for bit (5 seeds: one padded).
+    # runs on 2 devices equal the 1-device runs bit for bit (5 seeds: one padded), and so does
+    # a run killed after a checkpoint on 1 device and resumed on 2 (a folder from before the
+    # command's default changed).
     cases = {("section7_1", "1", None): 1, ("section7_1", "2", None): 2,
              ("example_graph", "1", None): 1, ("example_graph", "2", None): 2,
              ("section7_1", "2", 1): 1}
@@ -117,6 +121,25 @@ def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path)
     assert bad.returncode == 2
     assert err.strip().splitlines() == [
         "error: GSJAX_HOST_DEVICES: expected 'auto' or a count >= 1, got 'two'"]
+    # A run killed after a checkpoint on one device resumes on two, to the same numbers.
+    cut = tmp_path / "cut"
+    crash = ("import sys\nsys.path.insert(0, %r)\nimport multidevice_driver as d\n"
+             "d.crash_after(3)\ntry:\n    d._run('run', 'section7_1', '--seeds', '5', "
+             "'--horizon', '40', '--chunk', '10', '--out', %r, '--quiet', '--no-cache')\n"
+             "except d.Crash:\n    pass\nelse:\n    raise SystemExit('not interrupted')\n"
+             % (str(DRIVER.parent), str(cut)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", GSJAX_HOST_DEVICES="1")
+    subprocess.run([sys.executable, "-c", crash], env=env, check=True)
+    assert (cut / "checkpoint.npz").exists() and not (cut / "summary.json").exists()
+    resume = _gsjax(cut, "section7_1", "2", resume=True)
+    _, err = resume.communicate()
+    assert resume.returncode == 0, err[-4000:]
+    assert json.loads((cut / "summary.json").read_text())["meta"]["devices"] == ["cpu:0", "cpu:1"]
+    with np.load(tmp_path / "section7_1-1-None" / "arrays.npz") as za, \
+            np.load(cut / "arrays.npz") as zb:
+        assert sorted(za.files) == sorted(zb.files)
+        for key in za.files:
+            np.testing.assert_array_equal(za[key], zb[key], err_msg=f"resumed: {key}")
     for config in ("section7_1", "example_graph"):
         one, two = (tmp_path / f"{config}-{n}-None" for n in (1, 2))
         assert (_results(json.loads((one / "summary.json").read_text()))
