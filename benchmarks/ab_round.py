@@ -75,7 +75,9 @@ def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
 
 
 def _inplace_normals(root, seed_id, round_, num, stream=0, precision="float32"):
-    u = philox.uniforms(root, seed_id, round_, num, stream, precision)
+    # the uniforms as gsjax made them before: word by word, then stacked (float32 draws)
+    u = jnp.stack([philox._uniform32(w) for w in philox._words(root, seed_id, round_, stream,
+                                                                num)])
 
     def transform(c):
         return c[0] + 1, math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)

@@ -106,6 +106,20 @@ def _uniform64(a, b):
             + 0.5) * 2.0**-52
 
 
+def _word_rows(root, seed_id, round_, stream, num: int, precision: str) -> jax.Array:
+    """The ``(words, *batch)`` ``uint32`` words of ``num`` uniforms in ``precision`` (one word
+    each in float32, two in float64), as one array."""
+    words = _words(root, seed_id, round_, stream, num if precision == "float32" else 2 * num)
+    return words if isinstance(words, jax.Array) else jnp.stack(words)
+
+
+def _uniforms_of(words: jax.Array, precision: str) -> jax.Array:
+    """The uniforms of :func:`_word_rows`' words (exact arithmetic: any fusion, same bits)."""
+    if precision == "float32":
+        return _uniform32(words)
+    return _uniform64(words[0::2], words[1::2])
+
+
 def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
     """``(num, *batch)`` uniforms in the open interval (0, 1), in ``precision``.
 
@@ -114,17 +128,7 @@ def uniforms(root, seed_id, round_, num: int, stream=0, precision: str = "float3
     of a full mantissa shifted by half a step off 0 and 1, every value exact.
     """
     _check(precision)
-    if precision == "float32":
-        return _rows(_uniform32, _words(root, seed_id, round_, stream, num))
-    words = _words(root, seed_id, round_, stream, 2 * num)
-    return _rows(_uniform64, words[0::2], words[1::2])
-
-
-def _rows(f, *words):
-    """``f`` of :func:`_words`' output(s): at once on an array, else word by word, stacked."""
-    if isinstance(words[0], jax.Array):
-        return f(*words)
-    return jnp.stack([f(*w) for w in zip(*words)])
+    return _uniforms_of(_word_rows(root, seed_id, round_, stream, num, precision), precision)
 
 
 def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32") -> jax.Array:
@@ -145,14 +149,10 @@ def normals(root, seed_id, round_, num: int, stream=0, precision: str = "float32
     (``python benchmarks/ab_round.py --change noise_inplace``).
     """
     _check(precision)
-    words = _words(root, seed_id, round_, stream, num if precision == "float32" else 2 * num)
-    words = words if isinstance(words, jax.Array) else jnp.stack(words)
+    words = _word_rows(root, seed_id, round_, stream, num, precision)
 
     def transform(c):
-        if precision == "float32":
-            u = _uniform32(words)
-        else:
-            u = _uniform64(words[0::2], words[1::2])
+        u = _uniforms_of(words, precision)
         return c[0] + 1, math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
 
     trips = jnp.max(jnp.asarray(round_, _U32) >> 31) + 1  # 1 (a round is < 2^31)
