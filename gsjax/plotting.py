@@ -187,20 +187,31 @@ def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = "", lo
     return _save(fig, path)
 
 
+#: Criteria up to which :func:`plot_per_criterion` draws a labelled group of bars for each;
+#: beyond, one line (with its band) per algorithm over the criterion ids.
+MAX_BAR_GROUPS = 40
+
+
 def plot_per_criterion(arrays: dict, path, title: str = ""):
-    """Mean updates (re-optimisations) and actual changes per criterion, per algorithm."""
+    """Mean updates (re-optimisations) and actual changes per criterion, per algorithm: bars
+    for up to :data:`MAX_BAR_GROUPS` criteria, lines over the criterion ids beyond (a tick
+    label per criterion of a 10^4-node graph took matplotlib minutes to lay out)."""
     names = [n for n in _names(arrays) if f"{n}/totals/updates" in arrays]
     k = arrays[f"{names[0]}/totals/updates"].shape[-1]
+    bars = k <= MAX_BAR_GROUPS
     fig, axes = _plt().subplots(1, 2, figsize=(11, 3.8), sharey=False)
     for ax, field, label in zip(axes, ("updates", "changes"),
                                 ("re-optimisations", "value changes")):
         series = [(name, *_mean_se(arrays[f"{name}/totals/{field}"], None)) for name in names]
-        _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
+        if bars:
+            _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
+        for a, (name, mean, err) in enumerate([] if bars else series):
+            _band(ax, np.arange(k), mean, 0.0 if err is None else err, name, i=a)
         if field == "updates":
             ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
         _finish(ax, legend=None, grid="y", xlabel="criterion (clique) id",
                 ylabel=f"{label} per run")
-    _legend(axes[1], title=f"bars: {_over_seeds(_seeds(arrays))}")
+    _legend(axes[1], title=f"{'bars' if bars else 'lines'}: {_over_seeds(_seeds(arrays))}")
     fig.suptitle(title or "updates vs actual changes per criterion")
     return _save(fig, path)
 

@@ -195,3 +195,28 @@ def test_oco_figures_name_their_seeds_and_keep_legends_off_the_data(figures):
     legend = fig.axes[2].get_legend()
     assert legend.get_title().get_text() == "bars: mean ± 1 s.e. over 7 seeds"
     _legend_off_the_axes(fig, fig.axes[2], legend)
+
+
+def test_per_criterion_of_many_criteria_draws_lines_of_the_means(figures):
+    """Beyond MAX_BAR_GROUPS criteria: one line per algorithm over the criterion ids, its
+    points the per-criterion means over seeds (no tick label per criterion)."""
+    k = plotting.MAX_BAR_GROUPS + 1
+    rng = np.random.default_rng(3)
+    arr = {}
+    for name in NAMES:
+        arr[f"{name}/cum_regret"] = np.ones((S, R))
+        arr[f"{name}/totals/prediction_regret"] = np.ones(S)
+        for f in ("updates", "changes"):
+            arr[f"{name}/totals/{f}"] = rng.integers(1, 50, size=(S, k)).astype(np.int32)
+    plotting.plot_per_criterion(arr, "p.png")
+    fig = figures[-1]
+    legend = fig.axes[1].get_legend()
+    assert legend.get_title().get_text() == f"lines: mean ± 1 s.e. over {S} seeds"
+    for ax, f in zip(fig.axes, ("updates", "changes")):
+        assert len(ax.get_xticklabels()) < k
+        means = _lines(ax)
+        assert tuple(ln.get_label() for ln in means) == NAMES
+        for ln, name in zip(means, NAMES):
+            want = [sum(int(arr[f"{name}/totals/{f}"][s, i]) for s in range(S)) / S
+                    for i in range(k)]
+            np.testing.assert_allclose(ln.get_ydata(), want)
