@@ -35,6 +35,10 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
   words and makes the uniforms itself; A hands it the uniforms, which XLA may overwrite with
   the normals in place (LinUCB's program does), where LLVM's vectorised loop takes its scalar
   fallback.
+* ``elementwise`` (2026-12-04): :func:`gsjax.linalg.apply` writes ``V^{-1} x`` (the ridge
+  estimate, the rank-one update's ``V^{-1} x``) as element-wise products and a sum, and the 2x2
+  closed-form inverse is built by selects (:func:`gsjax.linalg._inverse2`); A is the matrix
+  products (dot kernels) and the stacked inverse they replaced.
 * ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
   (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
   the command line runs them, so both are one compiled program; A is the static program of
@@ -62,7 +66,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import workloads as W  # noqa: E402
-from gsjax import config, experiment, lcb, philox, runner  # noqa: E402
+from gsjax import config, experiment, lcb, linalg, philox, runner  # noqa: E402
 from gsjax import algorithms  # noqa: E402
 from gsjax.algorithms import HARD, AgentSpec, kernel  # noqa: E402
 from gsjax.algorithms.base import with_reference  # noqa: E402
@@ -120,11 +124,36 @@ def _scatter_union(truth, scopes, mask, n, slots=None):
     return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
 
+def _matmul_apply(inv, x):
+    """:func:`gsjax.linalg.apply` as it was: a (batched) matrix product."""
+    return jnp.matmul(inv, x[..., None])[..., 0]
+
+
+def _stacked_inverse2(a, b, c, lam, det):
+    """The 2x2 closed-form inverse as it was: stacked."""
+    return jnp.stack([jnp.stack([c + lam, -b]), jnp.stack([-b, a + lam])]) / det
+
+
+def _sherman_morrison(inv, x):
+    """:func:`gsjax.linalg.sherman_morrison` as it was: matrix products."""
+    u = inv @ x
+    return linalg.symmetrize(inv - jnp.outer(u, u) / (1.0 + x @ u))
+
+
 def _patched(change: str):
-    """``(module, name, replacement)`` that rebuilds the program before ``change`` (``None``
+    """``[(module, name, replacement)]`` that rebuilds the program before ``change`` (``None``
     for ``problem``: its "before" is a problem, not code)."""
     if change in ("problem", "shared"):
         return None
+    if change == "elementwise":
+        return [(linalg, "apply", _matmul_apply), (linalg, "_inverse2", _stacked_inverse2),
+                (linalg, "sherman_morrison", _sherman_morrison),
+                (linalg, "logdet_increment", lambda inv, x: jnp.log1p(x @ inv @ x))]
+    return [_one(change)]
+
+
+def _one(change: str):
+    """The one patch of a change other than ``elementwise``."""
     if change == "inverse":
         real = kernel.ridge_init
         return kernel, "ridge_init", lambda params, problem, d, carry_inverse=True: real(
@@ -160,7 +189,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
                     choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
-                             "bonus", "noise_axis", "noise_inplace"))
+                             "bonus", "noise_axis", "noise_inplace", "elementwise"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)
@@ -179,10 +208,10 @@ def main(argv=None) -> int:
         params = p
         if args.change == "shared" and not before:
             params = with_reference(p, AgentSpec(), per_criterion=args.kind == "async_lazy")
-        patch = _patched(args.change) if before else None
-        real = patch and getattr(patch[0], patch[1])
-        if patch:
-            setattr(patch[0], patch[1], patch[2])
+        patch = (_patched(args.change) if before else None) or []
+        real = [getattr(m, n) for m, n, _ in patch]
+        for m, n, v in patch:
+            setattr(m, n, v)
         try:
             a = algo()
             fn = runner.make_sweep(a, structure, T, record_every=T, compact=not a.always_solves,
@@ -190,8 +219,8 @@ def main(argv=None) -> int:
             compiled = fn.lower(keys, prob, params, mc).compile(runner.compiler_options())
             return lambda: jax.block_until_ready(compiled(keys, prob, params, mc))
         finally:
-            if patch:
-                setattr(patch[0], patch[1], real)
+            for (m, n, _), v in zip(patch, real):
+                setattr(m, n, v)
 
     calls = {"before": build(True), f"{args.change} (gsjax)": build(False)}
     outs = [jax.tree.leaves(c()) for c in calls.values()]

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "REFRESH_METHODS",
@@ -121,6 +122,13 @@ def symmetrize(a: jax.Array) -> jax.Array:
     return 0.5 * (a + a.T)
 
 
+def apply(inv: jax.Array, x: jax.Array) -> jax.Array:
+    """``V^{-1} x`` over any leading axes, as element-wise products and a sum: XLA CPU fuses
+    that into its neighbours, where a small matrix product is a dot kernel of its own with a
+    transposed copy in front (``benchmarks/ab_round.py --change elementwise``)."""
+    return jnp.sum(inv * x[..., None, :], axis=-1)
+
+
 def sherman_morrison(inv: jax.Array, x: jax.Array) -> jax.Array:
     """``(V + x x^T)^{-1}`` from ``V^{-1}`` (symmetric ``V``), symmetrised.
 
@@ -128,13 +136,13 @@ def sherman_morrison(inv: jax.Array, x: jax.Array) -> jax.Array:
       inv: (d, d) current inverse.
       x: (d,) rank-one direction.
     """
-    u = inv @ x
-    return symmetrize(inv - jnp.outer(u, u) / (1.0 + x @ u))
+    u = apply(inv, x)
+    return symmetrize(inv - jnp.outer(u, u) / (1.0 + jnp.sum(x * u)))
 
 
 def logdet_increment(inv: jax.Array, x: jax.Array) -> jax.Array:
     """``log det(V + x x^T) - log det V = log1p(x^T V^{-1} x)`` (matrix determinant lemma)."""
-    return jnp.log1p(x @ inv @ x)
+    return jnp.log1p(jnp.sum(x * apply(inv, x)))
 
 
 REFRESH_METHODS = ("cholesky", "unrolled")
@@ -163,8 +171,7 @@ def refresh(data_gram: jax.Array, lam, method: str = "cholesky") -> tuple[jax.Ar
     if d == 2:
         a, b, c = data_gram[0, 0], data_gram[0, 1], data_gram[1, 1]
         det = (a * c - b * b) + lam * (a + c) + lam * lam
-        inv = jnp.stack([jnp.stack([c + lam, -b]), jnp.stack([-b, a + lam])]) / det
-        return inv, jnp.log(det)
+        return _inverse2(a, b, c, lam, det), jnp.log(det)
     gram_ = data_gram + lam * jnp.eye(d, dtype=data_gram.dtype)
     if method == "unrolled":
         return _unrolled(gram_)
@@ -173,6 +180,13 @@ def refresh(data_gram: jax.Array, lam, method: str = "cholesky") -> tuple[jax.Ar
     eye = jnp.eye(d, dtype=data_gram.dtype)
     inv = jax.scipy.linalg.cho_solve((chol, True), eye)
     return symmetrize(inv), logdet
+
+
+def _inverse2(a, b, c, lam, det):
+    """``[[c + lam, -b], [-b, a + lam]] / det`` built by selects on the entry's index, which XLA
+    fuses into the readers (a stack is a concatenation it writes out, then transposes)."""
+    i, j = np.indices((2, 2))
+    return jnp.where(i != j, -b, jnp.where(i == 0, c + lam, a + lam)) / det
 
 
 def _unrolled(v: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -262,7 +276,7 @@ def inverse(stats: RidgeStats, method: str = "cholesky") -> jax.Array:
 
 def theta_hat(stats: RidgeStats) -> jax.Array:
     """Ridge estimate ``V^{-1} b`` of shape (d,)."""
-    return inverse(stats) @ stats.b
+    return apply(inverse(stats), stats.b)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -257,7 +257,7 @@ def ridge(structure: Structure, spec: AgentSpec) -> Estimator:
 
     def objective(stats, graph, beta, problem):
         inv = jax.vmap(lambda st: linalg.inverse(st, spec.refresh_method))(stats)
-        theta_hat = jax.vmap(jnp.matmul)(inv, stats.b)
+        theta_hat = linalg.apply(inv, stats.b)
         return lcb.node_objective(structure, problem, theta_hat, inv, beta)
 
     # refreshed every round: V^{-1} is recomputed where the solver reads it, not carried
