@@ -39,6 +39,9 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
   estimate, the rank-one update's ``V^{-1} x``) as element-wise products and a sum, and the 2x2
   closed-form inverse is built by selects (:func:`gsjax.linalg._inverse2`); A is the matrix
   products (dot kernels) and the stacked inverse they replaced.
+* ``first_min`` (2026-12-04): :func:`gsjax.lcb.first_min` finds the first index within the
+  tolerance as the least passing index (a plain min); A is the ``argmax`` of the mask it
+  replaced (a two-output reduce).
 * ``shared`` (2026-12-03): ``lazy`` and ``async_lazy`` decide with traced flags
   (:func:`gsjax.algorithms.base.with_reference`: the reference reading and per-criterion), as
   the command line runs them, so both are one compiled program; A is the static program of
@@ -140,6 +143,13 @@ def _sherman_morrison(inv, x):
     return linalg.symmetrize(inv - jnp.outer(u, u) / (1.0 + x @ u))
 
 
+def _argmax_first_min(values):
+    """:func:`gsjax.lcb.first_min` as it was: an ``argmax`` of the mask."""
+    m = jnp.min(values)
+    tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
+    return jnp.argmax(values <= m + tol)
+
+
 def _patched(change: str):
     """``[(module, name, replacement)]`` that rebuilds the program before ``change`` (``None``
     for ``problem``: its "before" is a problem, not code)."""
@@ -154,6 +164,8 @@ def _patched(change: str):
 
 def _one(change: str):
     """The one patch of a change other than ``elementwise``."""
+    if change == "first_min":
+        return lcb, "first_min", _argmax_first_min
     if change == "inverse":
         real = kernel.ridge_init
         return kernel, "ridge_init", lambda params, problem, d, carry_inverse=True: real(
@@ -189,7 +201,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
                     choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
-                             "bonus", "noise_axis", "noise_inplace", "elementwise"))
+                             "bonus", "noise_axis", "noise_inplace", "elementwise", "first_min"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)
