@@ -67,7 +67,7 @@ def first_min(values: jax.Array) -> jax.Array:
     m = jnp.min(values)
     tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
     # argmax of the mask, written as the least index that passes (a plain min, which XLA CPU
-    # runs faster than argmax's two-output reduce: LinUCB 1.05x, benchmarks/ab_round.py
+    # runs faster than argmax's two-output reduce: LinUCB 1.10x, benchmarks/ab_round.py
     # --change first_min); none passes only for NaN values, where argmax also gives 0
     p = values.shape[-1]
     first = jnp.min(jnp.where(values <= m + tol, jnp.arange(p, dtype=jnp.int32), p))

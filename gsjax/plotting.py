@@ -205,8 +205,9 @@ def plot_per_criterion(arrays: dict, path, title: str = ""):
         series = [(name, *_mean_se(arrays[f"{name}/totals/{field}"], None)) for name in names]
         if bars:
             _grouped_bars(ax, series, [str(i) for i in range(k)], capsize=2)
-        for a, (name, mean, err) in enumerate([] if bars else series):
-            _band(ax, np.arange(k), mean, 0.0 if err is None else err, name, i=a)
+        else:
+            for a, (name, mean, err) in enumerate(series):
+                _band(ax, np.arange(k), mean, 0.0 if err is None else err, name, i=a)
         if field == "updates":
             ax.set_yscale("log")  # LinUCB re-optimises every round: orders of magnitude apart
         _finish(ax, legend=None, grid="y", xlabel="criterion (clique) id",
