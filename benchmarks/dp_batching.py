@@ -3,6 +3,7 @@
     python benchmarks/dp_batching.py                   # about 2 minutes on 2 CPU cores
     python benchmarks/dp_batching.py --n 10000 --graphs ring chain tree --seeds 100 --repeats 5
     python benchmarks/dp_batching.py --plan sequential --n 1000 --graphs grid ring --repeats 5
+    python benchmarks/dp_batching.py --plan min_fill --n 10000 --graphs grid --seeds 4 --repeats 9
 
 :func:`gsjax.dp.minimise` on a level plan calls one solver with a batching rule
 (``jax.custom_batching.custom_vmap``): under ``vmap`` the seed axis goes last, so the levels'
@@ -18,13 +19,21 @@ Writes ``benchmarks/results/dp_batching.json``.
 grid's, whose levels do not shrink; ``--graphs grid --n 1000``): the same two contenders, plus
 ``before``: the sequential DP as gsjax ran it until 2026-12-03 (kept below, :func:`_before`),
 the whole bucket table of ``n 2^(w+1)`` entries a seed built up front, then the scan, under
-JAX's default batching. Each takes the criteria's term tables (:func:`gsjax.dp._criterion_tables`,
-computed once outside the timed calls).
+JAX's default batching; and ``whole table``: gsjax's seed-last DP as it ran until 2026-12-04
+(:func:`_whole_table`), every variable's bucket kept in a table of ``(n + 1) 2^(w+1)`` entries
+a seed, zero-filled for every solve, where gsjax now keeps a few pending rows and the
+back-tracking's gains. Each takes the criteria's term tables
+(:func:`gsjax.dp._criterion_tables`, computed once outside the timed calls); ``--seeds 4 --n
+10000 --graphs grid`` is the size of the Section 5.1 grid's solve at 10^4 nodes. ``--plan
+min_fill`` (the sequential plan of ``exact_ties=False``, which those runs use: the criteria's
+tables multiplied out inside the solver) times gsjax, default vmap and ``whole table``.
+Writes ``benchmarks/results/dp_batching_PLAN.json`` for the sequential plans.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -74,6 +83,55 @@ def _before(plan, tables):
     return x[:n]
 
 
+def _whole_table(plan, pt, *args):
+    """gsjax's sequential DP of ``B`` objectives (batch axis last) as it ran until 2026-12-04:
+    the scan's carry a ``(n + 1, 2^(w+1), B)`` table of every variable's bucket, zero-filled,
+    which the back-tracking reads."""
+    tables = args[0] if plan.exact_ties else dp._terms(pt, *args)
+    n, dtype = plan.num_coords, tables.dtype
+    width = tables.shape[-1]
+    flat = jnp.concatenate([tables.reshape(-1, width), jnp.zeros((1, width), dtype)])
+
+    def bucket(u):
+        crit = jax.lax.dynamic_index_in_dim(pt["crit"], u, keepdims=False)
+        return jnp.sum(dp._take(flat, dp._take(pt["offset"], crit)), axis=0)
+
+    def row(tab, u, touched):
+        return jax.lax.cond(touched, lambda: jax.lax.dynamic_index_in_dim(tab, u, keepdims=False),
+                            lambda: bucket(u))
+
+    def eliminate(tab, step):
+        v, p, gather, v_touched, p_touched = step
+        own = row(tab, v, v_touched)
+        tab = jax.lax.dynamic_update_index_in_dim(tab, own, v, 0)
+        message = jnp.min(own.reshape(-1, 2, width), axis=1)
+        into = row(tab, p, p_touched) + dp._take(message, gather)
+        return jax.lax.dynamic_update_index_in_dim(tab, into, p, 0), None
+
+    tab = jnp.zeros((n + 1, pt["offset"].shape[-1], width), dtype)
+    tab, _ = jax.lax.scan(eliminate, tab, (pt["order"], pt["parent"], pt["msg"],
+                                           pt["v_touched"], pt["p_touched"]))
+    best = tab[n, 0]
+    tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
+    weights = (1 << jnp.arange(plan.width, dtype=jnp.int32))[:, None]
+
+    def assign(carry, step):
+        x, reached = carry
+        v, sep = step
+        r = jnp.sum(dp._take(x, sep) * weights, axis=0)[None]
+        tv = jax.lax.dynamic_index_in_dim(tab, v, keepdims=False)
+        gain = jnp.maximum(jnp.take_along_axis(tv, 2 * r, axis=0, mode="promise_in_bounds")
+                           - jnp.take_along_axis(tv, 2 * r + 1, axis=0,
+                                                 mode="promise_in_bounds"), 0.0)[0]
+        zero = reached + gain <= best + tol
+        x = jax.lax.dynamic_update_index_in_dim(x, jnp.where(zero, 0, 1).astype(x.dtype), v, 0)
+        return (x, jnp.where(zero, reached + gain, reached)), None
+
+    x0 = jnp.zeros((n + 1, width), jnp.int32)
+    (x, _), _ = jax.lax.scan(assign, (x0, best), (pt["down"], pt["sep"]))
+    return x[:n]
+
+
 def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels") -> dict:
     scopes, structure, problem, (theta, inv, beta, s0) = _case(n, seeds, graph=graph)
     free = jnp.ones(s0.shape, bool)
@@ -85,15 +143,22 @@ def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels
         fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=axes)),
                "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes))}
     else:
-        plan = dp.make_plan(scopes)
+        plan = dp.make_plan(scopes, exact_ties=plan_kind == "sequential", levels=False)
         solver = dp._sequential_solver(plan)
-        criteria = jax.jit(jax.vmap(lambda th, iv, bt, s, fr: dp._criterion_tables(
-            plan, lcb.node_objective(structure, problem, th, iv, bt).terms, s, fr)))(
-            theta, inv, beta, s0, free)
-        args = (dp._sequential_tables(plan), criteria)
-        fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=(None, 0))),
-               "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=(None, 0))),
-               "before": jax.jit(jax.vmap(lambda _, t: _before(plan, t), in_axes=(None, 0)))}
+        if plan.exact_ties:
+            args = (jax.jit(jax.vmap(lambda th, iv, bt, s, fr: dp._criterion_tables(
+                plan, lcb.node_objective(structure, problem, th, iv, bt).terms, s, fr)))(
+                theta, inv, beta, s0, free),)
+        else:
+            args = (free, s0, theta, inv, beta)
+        args = (dp._sequential_tables(plan), *args)
+        axes = (None,) + (0,) * (len(args) - 1)
+        fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=axes)),
+               "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes)),
+               "whole table": jax.jit(jax.vmap(dp._seed_last(functools.partial(
+                   _whole_table, plan)), in_axes=axes))}
+        if plan.exact_ties:
+            fns["before"] = jax.jit(jax.vmap(lambda _, t: _before(plan, t), in_axes=axes))
     first, outs = {}, {}
     for name, fn in fns.items():
         t0 = time.perf_counter()
@@ -111,6 +176,8 @@ def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels
     row["ratio"] = row["default vmap"]["ms"] / row["seed axis last (gsjax)"]["ms"]
     if "before" in fns:
         row["ratio_before"] = row["before"]["ms"] / row["seed axis last (gsjax)"]["ms"]
+    if "whole table" in fns:
+        row["ratio_whole"] = row["whole table"]["ms"] / row["seed axis last (gsjax)"]["ms"]
     return row
 
 
@@ -120,13 +187,13 @@ def main(argv=None) -> None:
     ap.add_argument("--graphs", nargs="+", default=["ring", "chain", "tree"])
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--plan", choices=["levels", "sequential"], default="levels")
+    ap.add_argument("--plan", choices=["levels", "sequential", "min_fill"], default="levels")
     args = ap.parse_args(argv)
     rows = []
-    before = args.plan == "sequential"
+    before, whole = args.plan == "sequential", args.plan != "levels"
     print("| graph | n | plan | levels | width | seed axis last ms | default vmap ms | ratio |"
-          + (" before ms | ratio |" if before else ""))
-    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if before else ""))
+          + (" whole table ms | ratio |" if whole else "") + (" before ms | ratio |" if before else ""))
+    print("|---|---|---|---|---|---|---|---|" + "---|---|" * (whole + before))
     for n in args.n:
         for graph in args.graphs:
             r = bench(n, graph, args.seeds, args.repeats, args.plan)
@@ -134,10 +201,11 @@ def main(argv=None) -> None:
             print(f"| {graph} | {n} | {args.plan} | {r['levels'] or '-'} | {r['width']} | "
                   f"{r['seed axis last (gsjax)']['ms']:.1f} | {r['default vmap']['ms']:.1f} | "
                   f"{r['ratio']:.2f}× |"
+                  + (f" {r['whole table']['ms']:.1f} | {r['ratio_whole']:.2f}× |" if whole else "")
                   + (f" {r['before']['ms']:.1f} | {r['ratio_before']:.2f}× |" if before else ""),
                   flush=True)
     os.makedirs("benchmarks/results", exist_ok=True)
-    name = "dp_batching.json" if args.plan == "levels" else "dp_batching_sequential.json"
+    name = "dp_batching.json" if args.plan == "levels" else f"dp_batching_{args.plan}.json"
     with open(f"benchmarks/results/{name}", "w") as f:
         json.dump({"machine": machine(), "seeds": args.seeds, "rows": rows}, f, indent=2)
 

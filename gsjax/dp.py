@@ -559,7 +559,9 @@ def _sequential_tables(plan: Plan) -> dict:
     each criterion's flat table entries in a bucket (``offset``: ``i 2^m + entry``; row ``k``
     reads a zero row), and the back-tracking's steps. ``v_touched``, ``p_touched``: whether a
     step's variable, and its parent, already hold a message (else their buckets are built from
-    the criteria tables at that step)."""
+    the criteria tables at that step); ``v_slot``, ``p_slot``: the rows of the scan's pending
+    buffer that hold them (:func:`_pending_slots`); ``down_step``: the scan step that
+    eliminated each back-tracked variable."""
     k, n, entries = plan.num_criteria, plan.num_coords, 2 ** plan.scope_size
     order, down = plan.order, np.asarray(plan.backtrack, np.int32)
     parent = plan.parent[order]
@@ -571,13 +573,42 @@ def _sequential_tables(plan: Plan) -> dict:
     for t, (v, p) in enumerate(zip(order, parent)):
         v_touched[t], p_touched[t] = got[v], got[p]
         got[p] = True
+    v_slot, p_slot, slots = _pending_slots(order, parent)
+    step = np.empty(n, np.int32)
+    step[order] = np.arange(n, dtype=np.int32)
     statics = {} if plan.exact_ties else _term_tables(plan)
     return {**statics, "crit": jnp.asarray(crit), "offset": jnp.asarray(offset, jnp.int32),
             "order": jnp.asarray(order),
             "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
-            "down": jnp.asarray(down),
+            "v_slot": jnp.asarray(v_slot), "p_slot": jnp.asarray(p_slot),
+            "slots": jnp.zeros((slots,), bool), "down": jnp.asarray(down),
+            "down_step": jnp.asarray(step[down]),
             "sep": jnp.asarray(plan.clique[down, 1:])}
+
+
+def _pending_slots(order, parent) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(v_slot, p_slot, slots)``: a row of the scan's pending buffer for every bucket that
+    holds messages, from its first message to its own elimination (the roots' row ``n`` to the
+    end), rows reused once free (the lowest free first). ``v_slot[t]``: the row step ``t``'s
+    variable is read from (0 when it has no message), ``p_slot[t]``: its parent's, read and
+    written. A 4 x n/4 grid numbered along its short side has about its width's rows live at
+    once, where a row per variable was ``n + 1``."""
+    n = len(order)
+    slot_of, free, used = {}, [], 0
+    v_slot, p_slot = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    for t, (v, p) in enumerate(zip(order, parent)):
+        v, p = int(v), int(p)
+        if v in slot_of:  # read at this step, then free (the parent's row may take it)
+            v_slot[t] = slot_of.pop(v)
+            heapq.heappush(free, int(v_slot[t]))
+        if p not in slot_of:
+            if free:
+                slot_of[p] = heapq.heappop(free)
+            else:
+                slot_of[p], used = used, used + 1
+        p_slot[t] = slot_of[p]
+    return v_slot, p_slot, max(used, 1)
 
 
 def _sequential_batched(plan: Plan, pt: dict, *args):
@@ -590,9 +621,15 @@ def _sequential_batched(plan: Plan, pt: dict, *args):
     added to its parent's bucket (row ``n`` for the roots). A bucket is built from the
     criteria tables when first read, not for every variable up front (at ``n = 10^3`` on a
     4 x n/4 grid that table of ``n 2^9`` entries a seed was most of the solve); the sums are
-    those of the whole table, in the same order. Then the back-tracking in decreasing index
-    (exact ties: the vertex enumerator's tie rule, see the module docstring), each variable
-    after its separator, carrying the value of the best completion."""
+    those of the whole table, in the same order. The buckets that hold messages live in a
+    small buffer of rows reused once read (:func:`_pending_slots`), and what the
+    back-tracking needs of each variable's bucket, the cost of its bit at 0 over 1 for every
+    separator assignment, ``max(t[2r] - t[2r + 1], 0)``, is the scan's output: a table of
+    ``(n + 1) 2^(w+1)`` entries a seed zero-filled for every solve was 32 of 70 ms of a
+    4-objective solve at ``n = 10^4`` (``benchmarks/dp_batching.py --plan sequential``).
+    Then the back-tracking in decreasing index (exact ties: the vertex enumerator's tie rule,
+    see the module docstring), each variable after its separator, carrying the value of the
+    best completion."""
     tables = args[0] if plan.exact_ties else _terms(pt, *args)
     n, dtype = plan.num_coords, tables.dtype
     width = tables.shape[-1]
@@ -602,39 +639,39 @@ def _sequential_batched(plan: Plan, pt: dict, *args):
         crit = jax.lax.dynamic_index_in_dim(pt["crit"], u, keepdims=False)  # (C,)
         return jnp.sum(_take(flat, _take(pt["offset"], crit)), axis=0)  # over (C, 2^W, B)
 
-    def row(tab, u, touched):
-        return jax.lax.cond(touched, lambda: jax.lax.dynamic_index_in_dim(tab, u, keepdims=False),
-                            lambda: bucket(u))
+    def row(pending, u, slot, touched):
+        return jax.lax.cond(
+            touched, lambda: jax.lax.dynamic_index_in_dim(pending, slot, keepdims=False),
+            lambda: bucket(u))
 
-    def eliminate(tab, step):
-        v, p, gather, v_touched, p_touched = step
-        own = row(tab, v, v_touched)
-        tab = jax.lax.dynamic_update_index_in_dim(tab, own, v, 0)  # kept for back-tracking
-        message = jnp.min(own.reshape(-1, 2, width), axis=1)  # min over x_v (slot 0)
-        into = row(tab, p, p_touched) + _take(message, gather)
-        return jax.lax.dynamic_update_index_in_dim(tab, into, p, 0), None
+    def eliminate(pending, step):
+        v, p, gather, v_touched, p_touched, v_slot, p_slot = step
+        pairs = row(pending, v, v_slot, v_touched).reshape(-1, 2, width)
+        message = jnp.min(pairs, axis=1)  # min over x_v (slot 0)
+        into = row(pending, p, p_slot, p_touched) + _take(message, gather)
+        gain = jnp.maximum(pairs[:, 0] - pairs[:, 1], 0.0)  # x_v = 0 costs this more
+        return jax.lax.dynamic_update_index_in_dim(pending, into, p_slot, 0), gain
 
-    tab = jnp.zeros((n + 1, pt["offset"].shape[-1], width), dtype)  # filled as the scan goes
-    tab, _ = jax.lax.scan(eliminate, tab, (pt["order"], pt["parent"], pt["msg"],
-                                           pt["v_touched"], pt["p_touched"]))
-    best = tab[n, 0]  # (B,)
+    pending = jnp.zeros((pt["slots"].shape[0], pt["offset"].shape[-1], width), dtype)
+    pending, gains = jax.lax.scan(eliminate, pending, (
+        pt["order"], pt["parent"], pt["msg"], pt["v_touched"], pt["p_touched"], pt["v_slot"],
+        pt["p_slot"]))  # gains (n, 2^w, B) by elimination step
+    best = pending[pt["p_slot"][-1], 0]  # (B,) the roots' row: the last step's parent
     tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
     weights = (1 << jnp.arange(plan.width, dtype=jnp.int32))[:, None]  # an iota: no constant
 
     def assign(carry, step):  # the separator of v is assigned already
         x, reached = carry
-        v, sep = step
+        v, at, sep = step
         r = jnp.sum(_take(x, sep) * weights, axis=0)[None]  # (1, B)
-        tv = jax.lax.dynamic_index_in_dim(tab, v, keepdims=False)
-        gain = jnp.maximum(jnp.take_along_axis(tv, 2 * r, axis=0, mode="promise_in_bounds")
-                           - jnp.take_along_axis(tv, 2 * r + 1, axis=0,
-                                                 mode="promise_in_bounds"), 0.0)[0]
+        gv = jax.lax.dynamic_index_in_dim(gains, at, keepdims=False)
+        gain = jnp.take_along_axis(gv, r, axis=0, mode="promise_in_bounds")[0]
         zero = reached + gain <= best + tol  # x_v = 0 costs ``gain``
         x = jax.lax.dynamic_update_index_in_dim(x, jnp.where(zero, 0, 1).astype(x.dtype), v, 0)
         return (x, jnp.where(zero, reached + gain, reached)), None
 
     x0 = jnp.zeros((n + 1, width), jnp.int32)  # row n: the padding slots' 0
-    (x, _), _ = jax.lax.scan(assign, (x0, best), (pt["down"], pt["sep"]))
+    (x, _), _ = jax.lax.scan(assign, (x0, best), (pt["down"], pt["down_step"], pt["sep"]))
     return x[:n]
 
 
