@@ -72,10 +72,15 @@ def tree_edges(n: int, max_degree: int, seed: int) -> list[tuple[int, int]]:
     so the root is ``n - 1`` and a parent comes after its children: width 3 under the DP's
     tie-rule order, where numbered from the root it is over 19 at ``n = 100``."""
     rng = np.random.default_rng(seed)
-    deg, edges = np.zeros(n, int), []
+    deg, edges = [0] * n, []
+    spare = [0]  # the earlier nodes with spare degree, ascending (what the draw indexes)
     for v in range(1, n):
-        u = int(rng.choice(np.flatnonzero(deg[:v] < max_degree)))
-        deg[[u, v]] += 1
+        u = spare[int(rng.integers(len(spare)))]  # the draw choice(spare) makes
+        deg[u], deg[v] = deg[u] + 1, deg[v] + 1
+        if deg[u] >= max_degree:
+            spare.remove(u)
+        if deg[v] < max_degree:
+            spare.append(v)
         edges.append((n - 1 - v, n - 1 - u))
     return sorted(edges)
 
