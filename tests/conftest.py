@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -29,26 +30,33 @@ def key():
     return jax.random.key(0)
 
 
-@pytest.fixture
-def compile_cache(tmp_path):
-    """JAX's persistent compilation cache in a folder of this test's ``tmp_path``, for this test
-    only: a test that runs one config several times in this process (a reference run, an
-    interrupted one, its resume) compiles each program once and loads it from the folder after
-    (gsjax compiles each run's chunk anew, ahead of time). The setting and JAX's cache state are
-    restored afterwards, so no other test sees the folder."""
+@contextlib.contextmanager
+def persistent_cache(folder):
+    """JAX's persistent compilation cache in ``folder`` while inside; the setting and JAX's
+    cache state are restored afterwards, so no test outside sees the folder."""
     from jax._src import compilation_cache
 
     before = (jax.config.jax_compilation_cache_dir,
               jax.config.jax_persistent_cache_min_compile_time_secs)
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "xla-cache"))
+    jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     compilation_cache.reset_cache()
     try:
-        yield tmp_path / "xla-cache"
+        yield folder
     finally:
         jax.config.update("jax_compilation_cache_dir", before[0])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
         compilation_cache.reset_cache()
+
+
+@pytest.fixture
+def compile_cache(tmp_path):
+    """:func:`persistent_cache` in a folder of this test's ``tmp_path``, for this test only: a
+    test that runs one config several times in this process (a reference run, an interrupted
+    one, its resume) compiles each program once and loads it from the folder after (gsjax
+    compiles each run's chunk anew, ahead of time)."""
+    with persistent_cache(tmp_path / "xla-cache") as folder:
+        yield folder
 
 
 @pytest.fixture

@@ -22,6 +22,8 @@ from gsjax.paper._common import pm, ratio
 from gsjax.results import read_json, read_npz
 from gsjax.runner import NonFiniteFeedback
 
+from conftest import persistent_cache
+
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("chain", "ring", "tree", "grid")
 
@@ -81,7 +83,9 @@ TINY = ["--families", "ring", "grid", "--k", "12", "--seeds", "3", "--horizon", 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("dp_scale")
-    assert dp_scale.main(["--out", str(out), *TINY]) == 0
+    # lazy, lazy_own and async_lazy are one program (traced flags), compiled once
+    with persistent_cache(tmp_path_factory.mktemp("xla-cache")):
+        assert dp_scale.main(["--out", str(out), *TINY]) == 0
     return out
 
 
