@@ -344,12 +344,13 @@ def _cmd_check(args) -> int:
             print(f"  algorithms.{ba.name}: solver 'dp' falls back to {ba.spec.solver!r} "
                   f"(agent.dp_fallback): {ba.fallback}")
         elif ba.spec.solver == "dp":
-            lim = ba.spec.dp_plan.limits
-            size = lim.total * {"float32": 4, "float64": 8}[cfg.dtype]
+            plan = ba.spec.dp_plan
+            lim, held = plan.limits, plan.entries_held
+            size = held * {"float32": 4, "float64": 8}[cfg.dtype]
             print(f"  algorithms.{ba.name}: solver 'dp', elimination width {lim.width}, largest "
-                  f"table {lim.table:,} entries, all tables {lim.total:,} entries ({_bytes(size)} "
-                  f"a solve in {cfg.dtype}, up to {_bytes(size * cfg.seeds)} for "
-                  f"{cfg.seeds} seeds)")
+                  f"table {lim.table:,} entries, all tables {lim.total:,} entries, {held:,} held "
+                  f"at once ({_bytes(size)} a solve in {cfg.dtype}, up to "
+                  f"{_bytes(size * cfg.seeds)} for {cfg.seeds} seeds)")
     return 0
 
 

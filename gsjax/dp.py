@@ -425,8 +425,18 @@ class Plan:
         for v, p in enumerate(per):
             crit[v, :len(p)] = p
         self.clique, self.parent, self.msg, self.term, self.crit = clique, parent, msg, term, crit
+        self.v_slot, self.p_slot, self.slots = _pending_slots(self.order, parent[self.order])
         # back-tracking: decreasing index (the tie rule), else the reverse elimination order
         self.backtrack = np.arange(n - 1, -1, -1) if exact_ties else self.order[::-1].copy()
+
+    @property
+    def entries_held(self) -> int:
+        """Table entries one solve holds at once: every bucket's for the level plan (each level's
+        messages and bits are kept for the back-tracking), the back-tracking's half rows
+        (``n 2^w``) and the pending buckets (:func:`_pending_slots`) for the sequential one."""
+        if self.levels is not None:
+            return self.limits.total
+        return self.num_coords * 2 ** self.width + self.slots * self.limits.table
 
     def __eq__(self, other):
         return isinstance(other, Plan) and self._key == other._key
@@ -573,7 +583,6 @@ def _sequential_tables(plan: Plan) -> dict:
     for t, (v, p) in enumerate(zip(order, parent)):
         v_touched[t], p_touched[t] = got[v], got[p]
         got[p] = True
-    v_slot, p_slot, slots = _pending_slots(order, parent)
     step = np.empty(n, np.int32)
     step[order] = np.arange(n, dtype=np.int32)
     statics = {} if plan.exact_ties else _term_tables(plan)
@@ -581,8 +590,8 @@ def _sequential_tables(plan: Plan) -> dict:
             "order": jnp.asarray(order),
             "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
-            "v_slot": jnp.asarray(v_slot), "p_slot": jnp.asarray(p_slot),
-            "slots": jnp.zeros((slots,), bool), "down": jnp.asarray(down),
+            "v_slot": jnp.asarray(plan.v_slot), "p_slot": jnp.asarray(plan.p_slot),
+            "slots": jnp.zeros((plan.slots,), bool), "down": jnp.asarray(down),
             "down_step": jnp.asarray(step[down]),
             "sep": jnp.asarray(plan.clique[down, 1:])}
 

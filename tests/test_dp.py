@@ -209,6 +209,36 @@ def test_min_fill_plan_finds_the_minimum(x64, name, levels):
         np.testing.assert_array_equal(s[~free], s_init[~free])
 
 
+@pytest.mark.parametrize("exact_ties", [True, False])
+@pytest.mark.parametrize("name", sorted(FAMILIES) + ["grid4x10"])
+def test_pending_slots_never_overlap_and_are_as_few_as_possible(name, exact_ties):
+    """The sequential scan's pending rows: a bucket holds messages from the step of its first
+    one to its own elimination step (the roots' row to the end); two buckets share a row only
+    if those spans do not overlap (a row read at a step may take its parent's message at that
+    step), and the rows are as many as the most buckets pending after any step."""
+    n, edges = (40, graphs.grid_edges(10, 4)) if name == "grid4x10" else FAMILIES[name]
+    plan = dp.make_plan(graphs.graph_scopes(n, edges), exact_ties=exact_ties, levels=False)
+    order, parent = plan.order, plan.parent[plan.order]
+    first = {}
+    for t, p in enumerate(parent):
+        first.setdefault(int(p), t)
+    end = {int(v): t for t, v in enumerate(order)} | {n: n}  # the roots' row: never freed
+    span = {u: (first[u], end[u]) for u in first}
+    slot = {}
+    for t, (v, p) in enumerate(zip(order, parent)):
+        assert slot.setdefault(int(p), int(plan.p_slot[t])) == plan.p_slot[t]
+        if int(v) in first:
+            assert plan.v_slot[t] == slot[int(v)]
+    assert set(slot) == set(span)
+    for a in span:
+        for b in span:
+            if a < b and slot[a] == slot[b]:
+                (s0, e0), (s1, e1) = span[a], span[b]
+                assert e0 <= s1 or e1 <= s0, (a, b)
+    most = max(sum(s <= t < e for s, e in span.values()) for t in range(n))
+    assert plan.slots == max(most, 1) and set(slot.values()) == set(range(plan.slots))
+
+
 def test_refuses_what_it_cannot_solve():
     scopes, structure = _setup("ring12")
     with pytest.raises(ValueError, match="spec.dp_plan"):
@@ -349,8 +379,9 @@ def _gsjax(capsys, *argv):
 def test_check_reports_width_and_tables(tmp_path, capsys):
     """``gsjax check``: one line per dp entry with its width and table sizes, none for the
     PGD entry. The closed neighbourhoods of a ring share scopes at distance <= 2: the square
-    of the cycle, of treewidth 4, so one bucket holds 2^5 entries and the 8 buckets of a
-    float32 solve 8 * 32 * 4 bytes = 1 KiB."""
+    of the cycle, of treewidth 4, so one bucket holds 2^5 entries, the 8 buckets 256; a
+    sequential solve holds the back-tracking's 8 half rows of 2^4 and one pending bucket (each
+    variable's parent is the next one eliminated): 160 entries, 640 bytes in float32."""
     cfg = tmp_path / "ring8.toml"
     cfg.write_text(RING8_TOML)
     rc, out, err = _gsjax(capsys, "check", str(cfg))
@@ -358,11 +389,11 @@ def test_check_reports_width_and_tables(tmp_path, capsys):
     assert out[0] == f"{cfg}: ok (ring8_dp, 3 algorithms)" and len(out) == 3
     for line, name in zip(out[1:], ("linucb", "lazy")):
         assert line == (f"  algorithms.{name}: solver 'dp', elimination width 4, largest table "
-                        "32 entries, all tables 256 entries (1 KiB a solve in float32, up to "
-                        "2 KiB for 2 seeds)")
+                        "32 entries, all tables 256 entries, 160 held at once (640 B a solve in "
+                        "float32, up to 1.25 KiB for 2 seeds)")
     rc, out, _ = _gsjax(capsys, "check", str(cfg), "--set", "dtype=float64", "--set",
                         "seeds=1024")
-    assert out[1].endswith("(2 KiB a solve in float64, up to 2 MiB for 1024 seeds)")
+    assert out[1].endswith("(1.25 KiB a solve in float64, up to 1.25 MiB for 1024 seeds)")
 
 
 def test_too_wide_is_refused_in_one_line_or_falls_back(tmp_path, capsys, compile_cache):
