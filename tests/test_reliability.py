@@ -192,7 +192,7 @@ def test_orphan_temporary_files_go_on_the_next_write(tmp_path, capsys, compile_c
     assert not set(os.listdir(merged)) & set(orphans)
 
 
-def test_resume_with_the_default_chunk_never_runs_past_the_horizon(tmp_path, capsys):
+def test_resume_with_the_default_chunk_never_runs_past_the_horizon(tmp_path, capsys, compile_cache):
     """Item 11: horizon 120 in records of 2 has a default chunk of 6 (20 chunks); a run made
     in chunks of 4 and stopped at round 8, which 6 does not divide, resumes with ``--resume``
     (the default chunk) in chunks of gcd(6, 8) = 2, ends exactly at the horizon with the
