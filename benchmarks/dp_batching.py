@@ -192,7 +192,8 @@ def main(argv=None) -> None:
     rows = []
     before, whole = args.plan == "sequential", args.plan != "levels"
     print("| graph | n | plan | levels | width | seed axis last ms | default vmap ms | ratio |"
-          + (" whole table ms | ratio |" if whole else "") + (" before ms | ratio |" if before else ""))
+          + (" whole table ms | ratio |" if whole else "")
+          + (" before ms | ratio |" if before else ""))
     print("|---|---|---|---|---|---|---|---|" + "---|---|" * (whole + before))
     for n in args.n:
         for graph in args.graphs:
