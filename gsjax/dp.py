@@ -591,7 +591,7 @@ def _sequential_tables(plan: Plan) -> dict:
             "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
             "v_slot": jnp.asarray(plan.v_slot), "p_slot": jnp.asarray(plan.p_slot),
-            "slots": jnp.zeros((plan.slots,), bool), "down": jnp.asarray(down),
+            "down": jnp.asarray(down),
             "down_step": jnp.asarray(step[down]),
             "sep": jnp.asarray(plan.clique[down, 1:])}
 
@@ -661,11 +661,11 @@ def _sequential_batched(plan: Plan, pt: dict, *args):
         gain = jnp.maximum(pairs[:, 0] - pairs[:, 1], 0.0)  # x_v = 0 costs this more
         return jax.lax.dynamic_update_index_in_dim(pending, into, p_slot, 0), gain
 
-    pending = jnp.zeros((pt["slots"].shape[0], pt["offset"].shape[-1], width), dtype)
+    pending = jnp.zeros((plan.slots, pt["offset"].shape[-1], width), dtype)
     pending, gains = jax.lax.scan(eliminate, pending, (
         pt["order"], pt["parent"], pt["msg"], pt["v_touched"], pt["p_touched"], pt["v_slot"],
         pt["p_slot"]))  # gains (n, 2^w, B) by elimination step
-    best = pending[pt["p_slot"][-1], 0]  # (B,) the roots' row: the last step's parent
+    best = pending[int(plan.p_slot[-1]), 0]  # (B,) the roots' row: the last step's parent
     tol = 64 * jnp.finfo(dtype).eps * jnp.maximum(1.0, jnp.abs(best))
     weights = (1 << jnp.arange(plan.width, dtype=jnp.int32))[:, None]  # an iota: no constant
 
