@@ -4,6 +4,7 @@
     python benchmarks/dp_batching.py --n 10000 --graphs ring chain tree --seeds 100 --repeats 5
     python benchmarks/dp_batching.py --plan sequential --n 1000 --graphs grid ring --repeats 5
     python benchmarks/dp_batching.py --plan min_fill --n 10000 --graphs grid --seeds 4 --repeats 9
+    python benchmarks/dp_batching.py --plan min_fill --triggers 16 --n 10000 --graphs grid --seeds 25
 
 :func:`gsjax.dp.minimise` on a level plan calls one solver with a batching rule
 (``jax.custom_batching.custom_vmap``): under ``vmap`` the seed axis goes last, so the levels'
@@ -28,6 +29,15 @@ back-tracking's gains. Each takes the criteria's term tables
 min_fill`` (the sequential plan of ``exact_ties=False``, which those runs use: the criteria's
 tables multiplied out inside the solver) times gsjax, default vmap and ``whole table``.
 Writes ``benchmarks/results/dp_batching_PLAN.json`` for the sequential plans.
+
+``--triggers T`` (with ``--plan min_fill``): each seed's free coordinates are the scopes of
+``T`` random criteria (an async round's re-solve; in the grid's async run at 10^4 nodes about
+16 criteria a seed trigger in an average round, fewer late in the run), and the contenders are
+gsjax (its active path: :func:`gsjax.dp._active_batched`) and ``whole scan``
+(:func:`gsjax.dp._scan_batched`, what gsjax ran for it before 2026-12-05). Their bits may
+differ on near ties (the active path drops constant terms): each answer's LCB is checked, in
+float64, to be no higher than the whole scan's up to float32 rounding. Writes
+``dp_batching_min_fill_async.json``.
 """
 
 from __future__ import annotations
@@ -132,9 +142,30 @@ def _whole_table(plan, pt, *args):
     return x[:n]
 
 
-def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels") -> dict:
+def _lcb(scopes, theta, inv, beta, s) -> np.ndarray:
+    """(seeds,) the LCB of states ``s`` (seeds, n), float64 NumPy."""
+    theta, inv, beta = (np.asarray(a, np.float64) for a in (theta, inv, beta))
+    phi = np.where(scopes.mask, np.asarray(s, np.float64)[..., scopes.index], 0.0)
+    q = np.einsum("ski,skij,skj->sk", phi, inv, phi)
+    return (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 1e-12))).sum(-1)
+
+
+def _async_free(scopes, seeds: int, triggers: int) -> jax.Array:
+    """(seeds, n) the coordinates of the scopes of ``triggers`` random criteria per seed free
+    (an async round's re-solve), drawn with NumPy seed 0."""
+    rng = np.random.default_rng(0)
+    free = np.zeros((seeds, scopes.num_coords), bool)
+    index, mask = np.asarray(scopes.index), np.asarray(scopes.mask)
+    for i in range(seeds):
+        crit = rng.choice(index.shape[0], triggers, replace=False)
+        free[i, index[crit][mask[crit]]] = True
+    return jnp.asarray(free)
+
+
+def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels",
+          triggers: int = 0) -> dict:
     scopes, structure, problem, (theta, inv, beta, s0) = _case(n, seeds, graph=graph)
-    free = jnp.ones(s0.shape, bool)
+    free = (_async_free(scopes, seeds, triggers) if triggers else jnp.ones(s0.shape, bool))
     if plan_kind == "levels":
         plan = dp.make_plan(scopes, exact_ties=False, levels=True)
         solver = dp._level_solver(plan)
@@ -157,6 +188,10 @@ def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels
                "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes)),
                "whole table": jax.jit(jax.vmap(dp._seed_last(functools.partial(
                    _whole_table, plan)), in_axes=axes))}
+        if triggers:  # gsjax's active path against its whole scan
+            fns = {"seed axis last (gsjax)": fns["seed axis last (gsjax)"],
+                   "whole scan": jax.jit(jax.vmap(dp._seed_last(functools.partial(
+                       dp._scan_batched, plan)), in_axes=axes))}
         if plan.exact_ties:
             fns["before"] = jax.jit(jax.vmap(lambda _, t: _before(plan, t), in_axes=axes))
     first, outs = {}, {}
@@ -165,15 +200,21 @@ def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels
         outs[name] = np.asarray(jax.block_until_ready(fn(*args)))
         first[name] = time.perf_counter() - t0
     for name in fns:
-        np.testing.assert_array_equal(outs[name], outs["seed axis last (gsjax)"])
+        if triggers:  # the active path drops constants: a minimiser, not the same bits
+            ours, theirs = (_lcb(scopes, theta, inv, beta, np.where(free, outs[x], s0))
+                            for x in ("seed axis last (gsjax)", name))
+            assert np.all(ours <= theirs + 1e-5 * np.maximum(1.0, np.abs(theirs))), name
+        else:
+            np.testing.assert_array_equal(outs[name], outs["seed axis last (gsjax)"])
     t = interleave({name: (lambda fn=fn: jax.block_until_ready(fn(*args)))
                     for name, fn in fns.items()}, repeats)
-    row = {"graph": graph, "n": n, "seeds": seeds, "plan": plan_kind,
+    row = {"graph": graph, "n": n, "seeds": seeds, "plan": plan_kind, "triggers": triggers,
            "levels": len(plan.levels) if plan.levels is not None else None, "width": plan.width,
            **{name: {"ms": 1e3 * t[name]["wall_median"],
                      "compile_s": max(first[name] - t[name]["wall_median"], 0.0)}
               for name in fns}}
-    row["ratio"] = row["default vmap"]["ms"] / row["seed axis last (gsjax)"]["ms"]
+    other = "whole scan" if triggers else "default vmap"
+    row["ratio"] = row[other]["ms"] / row["seed axis last (gsjax)"]["ms"]
     if "before" in fns:
         row["ratio_before"] = row["before"]["ms"] / row["seed axis last (gsjax)"]["ms"]
     if "whole table" in fns:
@@ -188,25 +229,33 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--plan", choices=["levels", "sequential", "min_fill"], default="levels")
+    ap.add_argument("--triggers", type=int, default=0,
+                    help="with --plan min_fill: free the scopes of this many random criteria "
+                         "per seed (an async re-solve), gsjax's active path against its whole "
+                         "scan (default 0: every coordinate free)")
     args = ap.parse_args(argv)
+    if args.triggers and args.plan != "min_fill":
+        ap.error("--triggers needs --plan min_fill (the active path's plan)")
     rows = []
-    before, whole = args.plan == "sequential", args.plan != "levels"
-    print("| graph | n | plan | levels | width | seed axis last ms | default vmap ms | ratio |"
+    before, whole = args.plan == "sequential", args.plan != "levels" and not args.triggers
+    other = "whole scan" if args.triggers else "default vmap"
+    print(f"| graph | n | plan | levels | width | seed axis last ms | {other} ms | ratio |"
           + (" whole table ms | ratio |" if whole else "")
           + (" before ms | ratio |" if before else ""))
     print("|---|---|---|---|---|---|---|---|" + "---|---|" * (whole + before))
     for n in args.n:
         for graph in args.graphs:
-            r = bench(n, graph, args.seeds, args.repeats, args.plan)
+            r = bench(n, graph, args.seeds, args.repeats, args.plan, args.triggers)
             rows.append(r)
             print(f"| {graph} | {n} | {args.plan} | {r['levels'] or '-'} | {r['width']} | "
-                  f"{r['seed axis last (gsjax)']['ms']:.1f} | {r['default vmap']['ms']:.1f} | "
+                  f"{r['seed axis last (gsjax)']['ms']:.1f} | {r[other]['ms']:.1f} | "
                   f"{r['ratio']:.2f}× |"
                   + (f" {r['whole table']['ms']:.1f} | {r['ratio_whole']:.2f}× |" if whole else "")
                   + (f" {r['before']['ms']:.1f} | {r['ratio_before']:.2f}× |" if before else ""),
                   flush=True)
     os.makedirs("benchmarks/results", exist_ok=True)
-    name = "dp_batching.json" if args.plan == "levels" else f"dp_batching_{args.plan}.json"
+    name = ("dp_batching.json" if args.plan == "levels" else
+            f"dp_batching_{args.plan}{'_async' if args.triggers else ''}.json")
     with open(f"benchmarks/results/{name}", "w") as f:
         json.dump({"machine": machine(), "seeds": args.seeds, "rows": rows}, f, indent=2)
 

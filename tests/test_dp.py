@@ -718,11 +718,13 @@ def test_refresh_method_unrolled_run_equals_cholesky_in_float64(x64):
         parse_config({**base, "agent": {"refresh_method": "qr"}})
 
 
-@pytest.mark.parametrize("plan_kind", ["levels", "sequential", "sequential_min_fill"])
-def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
+@pytest.mark.parametrize("plan_kind", ["levels", "sequential", "sequential_min_fill",
+                                       "sequential_active"])
+def test_solver_batching_rule_is_the_per_seed_solver(plan_kind, monkeypatch):
     """Both plans' solvers batch with the seed axis last (their own vmap rules; the level plan
     on a ring, the sequential one on a 4 x 10 grid, with exact ties and without: the latter
-    multiplies the criteria tables out in the rule): under one vmap, two nested vmaps, vmap
+    multiplies the criteria tables out in the rule; and without, forced onto its active path,
+    whose rule keeps the seeds first): under one vmap, two nested vmaps, vmap
     inside a lax.cond with a batched predicate (the runner's per-seed form), and JAX's default
     batching of the same function, every seed's bits equal those of its unbatched solve; and
     gradients of the LCB value pass (the bits carry none)."""
@@ -733,7 +735,10 @@ def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
     problem = P.make_problem(jax.random.key(0), structure, scopes)
     if plan_kind == "levels":
         plan = dp.make_plan(scopes, exact_ties=False, levels=True)
-    elif plan_kind == "sequential_min_fill":
+    elif plan_kind in ("sequential_min_fill", "sequential_active"):
+        if plan_kind == "sequential_active":  # the active path at any size and share
+            monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", 0)
+            monkeypatch.setattr(dp, "ACTIVE_SHARE", 1)
         # the narrower of plain min-fill (width 9 here) and the index order (8)
         plan = dp.make_plan(scopes, exact_ties=False, levels=False)
         assert plan.levels is None and plan.width == 8
@@ -779,3 +784,109 @@ def test_solver_batching_rule_is_the_per_seed_solver(plan_kind):
                                   single)
     grad = jax.grad(lambda th: jnp.sum(jax.vmap(one)(th, *args[1:])[1]))(theta)
     assert np.all(np.isfinite(np.asarray(grad))) and np.any(np.asarray(grad) != 0)
+
+
+def _random_estimates(rng, scopes, seeds):
+    k, m = scopes.index.shape
+    theta = np.where(scopes.mask, rng.normal(size=(seeds, k, m)), 0.0)
+    a = rng.normal(size=(seeds, k, m, m))
+    inv = a @ np.swapaxes(a, -1, -2) / m + 0.1 * np.eye(m)
+    return theta, inv, rng.uniform(0.0, 2.0, (seeds, k))
+
+
+def _lcb64(scopes, theta, inv, beta, s):
+    """The LCB of state(s) ``s`` (..., n) in float64 NumPy."""
+    phi = np.where(scopes.mask, np.asarray(s, np.float64)[..., scopes.index], 0.0)
+    q = np.einsum("...ki,...kij,...kj->...k", phi, inv, phi)
+    return (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 1e-12))).sum(-1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows, cols", [(4, 4), (3, 5), (4, 10)])
+def test_active_path_matches_brute_force(monkeypatch, rows, cols, dtype):
+    """The sequential plan's active path (each seed's steps whose clique holds a free
+    coordinate, its live criteria only), forced on small grids (any size, any share of active
+    steps) with the whole scan stubbed out, so every answer is the active path's: a minimiser
+    of the brute-force enumeration over the free coordinates (every mask density, none and all
+    free included), the others at their start; and one seed's answer in a batch of seeds with
+    other masks is its answer alone."""
+    monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", 0)
+    monkeypatch.setattr(dp, "ACTIVE_SHARE", 1)
+    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    n = rows * cols
+    scopes = graphs.graph_scopes(n, graphs.grid_edges(cols, rows))
+    structure = P.make_structure(scopes, "linear", "independent")
+    plan = dp.make_plan(scopes, exact_ties=False, levels=False)
+    assert plan.levels is None and dp._has_active_path(plan)
+    rng = np.random.default_rng(zlib.crc32(f"active-{rows}x{cols}-{dtype}".encode()))
+    rel = 1e-5 if dtype == "float32" else 1e-12
+    densities = [1.0, 0.5, 0.2, 0.05, 0.0, 0.3, 0.1]
+    seeds = len(densities)
+    theta, inv, beta = _random_estimates(rng, scopes, seeds)
+    theta[0] = np.where(scopes.mask, rng.integers(-1, 2, theta[0].shape) * 0.5, 0.0)  # ties
+    inv[0], beta[0] = np.eye(scopes.index.shape[1]), 0.0
+    s0 = rng.uniform(size=(seeds, n))
+    free = rng.uniform(size=(seeds, n)) < np.asarray(densities)[:, None]
+    free[:, 16:] &= np.cumsum(free, axis=1)[:, 16:] <= 16  # brute force: 2^16 vertices at most
+    with jax.enable_x64(dtype == "float64"):
+        problem = P.make_problem(jax.random.key(0), structure, scopes, dtype=getattr(jnp, dtype))
+        args = [jnp.asarray(x, dtype) for x in (theta, inv, beta, s0)] + [jnp.asarray(free)]
+        if dtype == "float32":  # the reference sees what the solver sees
+            theta, inv, beta, s0 = (np.asarray(a, np.float64) for a in args[:4])
+
+        def one(th, iv, bt, s, fr):
+            return dp.minimise(plan, lcb.node_objective(structure, problem, th, iv, bt), s, fr)
+
+        batched = jax.jit(jax.vmap(one))(*args)
+        for i in range(seeds):
+            s, value, _ = jax.jit(one)(*(a[i] for a in args))
+            s = np.asarray(s, np.float64)
+            np.testing.assert_array_equal(s, np.asarray(batched[0][i], np.float64))
+            np.testing.assert_array_equal(s[~free[i]], s0[i][~free[i]])
+            assert set(np.unique(s[free[i]])) <= {0.0, 1.0}
+            _, values = _vertex_values(scopes, theta[i], inv[i], beta[i], s0[i], free[i])
+            got = _lcb64(scopes, theta[i], inv[i], beta[i], s)
+            low = values.min()
+            assert got <= low + rel * max(1.0, abs(low)), (i, got, low)
+            assert abs(float(value) - got) <= rel * max(1.0, abs(got))
+
+
+def test_active_path_at_its_size_takes_few_free_and_leaves_the_rest_to_the_scan(monkeypatch):
+    """At ACTIVE_MIN_COORDS coordinates (a 4 x 1024 grid) with the shipped share: every
+    coordinate free (lazy's and LinUCB's solves) runs the whole scan, bit for bit its answer
+    without the active path; a few free coordinates per seed (async's) run the active path
+    (the scan stubbed out there, answers unchanged), each answer's LCB (float64) no higher than
+    the whole scan's up to float32 rounding, and the non-free coordinates at their start."""
+    n, seeds = dp.ACTIVE_MIN_COORDS, 3
+    scopes = graphs.graph_scopes(n, graphs.grid_edges(n // 4, 4))
+    structure = P.make_structure(scopes, "linear", "independent")
+    problem = P.make_problem(jax.random.key(0), structure, scopes)
+    plan = dp.make_plan(scopes, exact_ties=False)
+    assert plan.levels is None and dp._has_active_path(plan)
+    rng = np.random.default_rng(11)
+    theta, inv, beta = _random_estimates(rng, scopes, seeds)
+    s0 = rng.integers(0, 2, (seeds, n)).astype(np.float64)
+    few = np.zeros((seeds, n), bool)
+    for i, trig in enumerate([1, 4, 8]):  # the scopes of a few triggered criteria
+        crit = rng.choice(n, trig, replace=False)
+        few[i, scopes.index[crit][scopes.mask[crit]]] = True
+    args = [jnp.asarray(x, jnp.float32) for x in (theta, inv, beta, s0)]
+
+    def solve():
+        def one(th, iv, bt, s, fr):
+            return dp.minimise(plan, lcb.node_objective(structure, problem, th, iv, bt), s, fr)
+        return jax.jit(jax.vmap(one))
+
+    with_active = solve()
+    every = jnp.ones((seeds, n), bool)
+    all_free, some_free = (np.asarray(with_active(*args, f)[0]) for f in (every, jnp.asarray(few)))
+    monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", n + 1)  # no active path: the whole scan
+    np.testing.assert_array_equal(all_free, np.asarray(solve()(*args, every)[0]))
+    scan = np.asarray(solve()(*args, jnp.asarray(few))[0])
+    monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", n)
+    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    np.testing.assert_array_equal(np.asarray(solve()(*args, jnp.asarray(few))[0]), some_free)
+    th, iv, bt = (np.asarray(a, np.float64) for a in args[:3])
+    np.testing.assert_array_equal(some_free[~few], s0[~few])
+    ours, theirs = _lcb64(scopes, th, iv, bt, some_free), _lcb64(scopes, th, iv, bt, scan)
+    assert np.all(ours <= theirs + 1e-5 * np.maximum(1.0, np.abs(theirs))), (ours, theirs)
