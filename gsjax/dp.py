@@ -23,7 +23,7 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
   seed's *active* steps (a step whose clique holds a free coordinate) with the tables of its
   *live* criteria (a scope holding one): the rest adds constants only
   (:func:`_active_batched`). At ``n = 10^4`` on the 4 x n/4 grid, 25 seeds with the scopes of
-  16 (5) criteria free each, 5.1x (7.4x) faster than the whole scan
+  16 (5) criteria free each, 5.7x (7.4x) faster than the whole scan
   (``benchmarks/dp_batching.py --plan min_fill --triggers 16``); where a seed has more active
   steps or live criteria than ``1 / ACTIVE_SHARE`` of them (every coordinate free: lazy,
   LinUCB; async's first rounds), the whole scan runs, bit for bit as before.
