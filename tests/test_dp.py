@@ -802,7 +802,7 @@ def _lcb64(scopes, theta, inv, beta, s):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("rows, cols", [(4, 4), (3, 5), (4, 10)])
+@pytest.mark.parametrize("rows, cols", [(4, 4), (4, 10)])
 def test_active_path_matches_brute_force(monkeypatch, rows, cols, dtype):
     """The sequential plan's active path (each seed's steps whose clique holds a free
     coordinate, its live criteria only), forced on small grids (any size, any share of active
