@@ -186,11 +186,11 @@ def bench(n: int, graph: str, seeds: int, repeats: int, plan_kind: str = "levels
         axes = (None,) + (0,) * (len(args) - 1)
         fns = {"seed axis last (gsjax)": jax.jit(jax.vmap(solver, in_axes=axes)),
                "default vmap": jax.jit(jax.vmap(solver.fun, in_axes=axes)),
-               "whole table": jax.jit(jax.vmap(dp._seed_last(functools.partial(
+               "whole table": jax.jit(jax.vmap(dp._batched_solver(functools.partial(
                    _whole_table, plan)), in_axes=axes))}
         if triggers:  # gsjax's active path against its whole scan
             fns = {"seed axis last (gsjax)": fns["seed axis last (gsjax)"],
-                   "whole scan": jax.jit(jax.vmap(dp._seed_last(functools.partial(
+                   "whole scan": jax.jit(jax.vmap(dp._batched_solver(functools.partial(
                        dp._scan_batched, plan)), in_axes=axes))}
         if plan.exact_ties:
             fns["before"] = jax.jit(jax.vmap(lambda _, t: _before(plan, t), in_axes=axes))

@@ -571,16 +571,16 @@ def _criterion_tables(plan: Plan, terms, s_init, free):
 def _sequential_solver(plan: Plan):
     """The sequential plan's solver of one objective, ``(plan_tables, tables (k, 2^m)) -> x``
     ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), batched with the seed axis
-    last (:func:`_seed_last`, :func:`_sequential_batched`): each scan step moves rows of
+    last (:func:`_batched_solver`, :func:`_sequential_batched`): each scan step moves rows of
     contiguous seeds where JAX's default batching makes per-entry loops of its gathers. Without
     exact ties it takes ``(plan_tables, free, s_init, theta_hat, inv, beta)`` as the level
     plan's solver does, and multiplies the criteria tables out seed-last (:func:`_terms`)."""
-    return _seed_last(functools.partial(_sequential_batched, plan),
+    return _batched_solver(functools.partial(_sequential_batched, plan),
                       seeds_first=_has_active_path(plan))
 
 
 def _sequential_tables(plan: Plan) -> dict:
-    """The sequential plan's static index tables as arrays (see :func:`_seed_last` on why
+    """The sequential plan's static index tables as arrays (see :func:`_batched_solver` on why
     they are an argument): the scan's steps, each bucket's criteria (``crit``; ``k`` pads),
     each criterion's flat table entries in a bucket (``offset``: ``i 2^m + entry``; row ``k``
     reads a zero row), and the back-tracking's steps. ``v_touched``, ``p_touched``: whether a
@@ -665,12 +665,13 @@ def _sequential_batched(plan: Plan, pt: dict, *args):
 
 
 def _ranked(mask, size: int):
-    """(B, size) the indices where each row of ``mask`` (B, columns) is true, in order; 0
-    past their number (at most ``size``)."""
+    """``(indices, rank)``: (B, size) the indices where each row of ``mask`` (B, columns) is
+    true, in order, 0 past their number (at most ``size``); (B, columns) each true entry's
+    place among them, ``size`` where false."""
     rank = jnp.where(mask, jnp.cumsum(mask, axis=1, dtype=jnp.int32) - 1, size)
     return jnp.zeros((mask.shape[0], size), jnp.int32).at[
         jnp.arange(mask.shape[0])[:, None], rank].set(
-        jnp.arange(mask.shape[1], dtype=jnp.int32), mode="drop")
+        jnp.arange(mask.shape[1], dtype=jnp.int32), mode="drop"), rank
 
 
 def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat, inv, beta):
@@ -692,21 +693,17 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
     n, k, m, w = plan.num_coords, plan.num_criteria, plan.scope_size, plan.width
     dtype, width = s_init.dtype, free.shape[0]
     count, kcap = jnp.sum(active, axis=1, dtype=jnp.int32), k // ACTIVE_SHARE
-    steps = _ranked(active, n // ACTIVE_SHARE).T  # (cap, B)
-    crits = _ranked(live, kcap)  # (B, kcap)
-    pos = jnp.concatenate([jnp.where(live, jnp.cumsum(live, axis=1, dtype=jnp.int32) - 1, kcap),
-                           jnp.full((width, 1), kcap, jnp.int32)], axis=1)  # (B, k + 1)
+    steps = _ranked(active, n // ACTIVE_SHARE)[0].T  # (cap, B)
+    crits, rank = _ranked(live, kcap)  # (B, kcap), (B, k)
+    pos = jnp.concatenate([rank, jnp.full((width, 1), kcap, jnp.int32)], axis=1)  # (B, k + 1)
     # the live criteria's term tables: (B, kcap + 1, 2^m), the last row zeros
     idx = pt["index"][crits]  # (B, kcap, m)
     at = lambda a: jnp.take_along_axis(a, idx.reshape(width, -1), axis=1).reshape(idx.shape)
     phi = jnp.where(at(free)[:, :, None], pt["bits"].astype(dtype), at(s_init)[:, :, None])
     phi = jnp.where(pt["mask"][crits][:, :, None], phi, 0.0)  # (B, kcap, 2^m, m)
-    iv = jnp.take_along_axis(inv, crits[:, :, None, None], axis=1)
-    quad = jnp.sum(phi * jnp.sum(iv[:, :, None] * phi[:, :, :, None], axis=4), 3)
-    tables = (jnp.sum(phi * jnp.take_along_axis(theta_hat, crits[..., None], axis=1)[:, :, None],
-                      3)
-              - jnp.take_along_axis(beta, crits, axis=1)[..., None]
-              * jnp.sqrt(jnp.maximum(quad, _TINY)))
+    tables = _lcb_entries(phi, jnp.take_along_axis(theta_hat, crits[..., None], axis=1),
+                          jnp.take_along_axis(inv, crits[:, :, None, None], axis=1),
+                          jnp.take_along_axis(beta, crits, axis=1), 2)
     tables = jnp.concatenate([tables, jnp.zeros((width, 1, 2 ** m), dtype)], axis=1)
 
     def bucket(u, tab, where):  # one seed: variable u's live criteria tables, summed
@@ -715,6 +712,10 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
         entries = pt["term"][jnp.minimum(crit, k - 1)]  # (C, 2^W)
         return jnp.sum(jnp.take_along_axis(rows, entries, axis=1), axis=0)  # (2^W,)
 
+    # A step's parent may be inactive (its clique without a free coordinate): the message is
+    # then constant, and the row written for it is never read (its step is not walked; the
+    # owner tag keeps the row from being taken for another's). Writing it anyway costs one
+    # bucket a step and keeps the per-seed step free of a branch on the parent.
     def forward(t, go, pending, owner, *seed):  # one seed, its step t
         v, p = pt["order"][t], pt["parent"][t]
         vs, ps = pt["v_slot"][t], pt["p_slot"][t]
@@ -833,7 +834,7 @@ def _min_and_bit(pair):
     return jnp.where(take, one, zero), take.astype(jnp.int32)
 
 
-def _seed_last(batched, seeds_first: bool = False):
+def _batched_solver(batched, seeds_first: bool = False):
     """The solver of one objective made of ``batched(plan_tables, *args)``, which solves ``B``
     objectives with the batch axis LAST of every argument and of its result, with its own
     batching rule: under ``vmap`` the seeds go on that last axis, so the plan's static gathers
@@ -875,12 +876,12 @@ def _seed_last(batched, seeds_first: bool = False):
 def _level_solver(plan: Plan):
     """The level plan's solver of one objective, ``(tables, free, s_init, theta_hat, inv,
     beta) -> x`` ((n,) int32 bits; ``tables``: :func:`_level_tables`), batched with the seed
-    axis last (:func:`_seed_last`, :func:`_levels_batched`)."""
-    return _seed_last(functools.partial(_levels_batched, plan))
+    axis last (:func:`_batched_solver`, :func:`_levels_batched`)."""
+    return _batched_solver(functools.partial(_levels_batched, plan))
 
 
 def _level_tables(plan: Plan) -> dict:
-    """The level plan's static index tables as arrays (see :func:`_seed_last`)."""
+    """The level plan's static index tables as arrays (see :func:`_batched_solver`)."""
     return {**_term_tables(plan), "position": jnp.asarray(plan.position),
             "levels": [{"term": jnp.asarray(lv.term), "sep": jnp.asarray(lv.sep),
                         "msg": [jnp.asarray(idx) for _, idx in lv.msg]}
@@ -939,9 +940,19 @@ def _terms(tables: dict, free, s_init, theta_hat, inv, beta):
     bits = tables["bits"].astype(dtype)[None, :, :, None]  # (1, 2^m, m, 1)
     phi = jnp.where(free[index][:, None], bits, s_init[index][:, None])
     phi = jnp.where(tables["mask"][:, None, :, None], phi, 0.0)  # (k, 2^m, m, B)
-    quad = jnp.sum(phi * jnp.sum(inv[:, None] * phi[:, :, None], axis=3), 2)
-    return (jnp.sum(phi * theta_hat[:, None], 2)
-            - beta[:, None] * jnp.sqrt(jnp.maximum(quad, _TINY)))
+    return _lcb_entries(phi, theta_hat, inv, beta, 1)
+
+
+def _lcb_entries(phi, theta_hat, inv, beta, e: int):
+    """The LCB terms ``<phi, theta> - beta sqrt(phi' V^-1 phi)`` of feature rows ``phi``
+    ``(..., E, m, *tail)`` (the entries on axis ``e``, the scope's coordinates next), with
+    ``theta_hat`` ``(..., m, *tail)``, ``inv`` ``(..., m, m, *tail)``, ``beta`` ``(...,
+    *tail)``: ``(..., E, *tail)``, multiplied out elementwise (``tail``: the seed axis of
+    :func:`_terms`, none in :func:`_active_batched`)."""
+    quad = jnp.sum(phi * jnp.sum(jnp.expand_dims(inv, e) * jnp.expand_dims(phi, e + 1),
+                                 axis=e + 2), axis=e + 1)
+    return (jnp.sum(phi * jnp.expand_dims(theta_hat, e), axis=e + 1)
+            - jnp.expand_dims(beta, e) * jnp.sqrt(jnp.maximum(quad, _TINY)))
 
 
 def _take(a, idx):
