@@ -250,10 +250,15 @@ def _record_every(horizon: int) -> int:
 #: at a time. ``python benchmarks/buffer.py --resume FOLDER`` from the runs' own checkpoints (25
 #: seeds): the grid's k = 10^4 at round 1500, 136 ms a round with 4 against 409 with 25; its
 #: k = 10^3 at round 7500 (``lazy_own``), 18 against 42 ms; 4 loses only in the first rounds
-#: (754 against 430 ms in rounds 1-20 at k = 10^4). Below this k, the default buffer (a 16th of
-#: the seeds).
+#: (754 against 430 ms in rounds 1-20 at k = 10^4). ``lazy_own`` at k = 10^4 re-optimises a seed
+#: in most rounds to the end (the tree's and the ring's: 7,991 and 7,966 of 10^4 rounds), so from
+#: ``OWN_ALL_K`` it solves every seed at once too: the grid's whole-scan solve of 25 seeds took
+#: 452-463 ms against 120 ms for 4 (7 passes: 840 ms; 18-20 ms a seed from 8 seeds on, 30 ms at
+#: 4; an ad hoc A/B, alternated, medians). Below ``LARGE_K``, the default buffer (a 16th of the
+#: seeds).
 LARGE_K = 1000
 LAZY_BUFFER = 4
+OWN_ALL_K = 10000
 
 
 def _buffer(key: str, k: int, seeds: int) -> int | None:
@@ -262,7 +267,9 @@ def _buffer(key: str, k: int, seeds: int) -> int | None:
     part or a device holds); None: the runner's default (LinUCB solves every seed anyway)."""
     if k < LARGE_K or key == "linucb":
         return None
-    return LAZY_BUFFER if key in ("lazy", "lazy_own") else seeds
+    if key == "lazy" or (key == "lazy_own" and k < OWN_ALL_K):
+        return LAZY_BUFFER
+    return seeds
 
 
 class NotKept(LookupError):
