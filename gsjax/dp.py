@@ -24,9 +24,10 @@ an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
   *live* criteria (a scope holding one): the rest adds constants only
   (:func:`_active_batched`). At ``n = 10^4`` on the 4 x n/4 grid, 25 seeds with the scopes of
   16 (5) criteria free each, 5.7x (7.4x) faster than the whole scan
-  (``benchmarks/dp_batching.py --plan min_fill --triggers 16``); where a seed has more active
+  (``benchmarks/dp_batching.py --plan min_fill --triggers 16``); a seed with more active
   steps or live criteria than ``1 / ACTIVE_SHARE`` of them (every coordinate free: lazy,
-  LinUCB; async's first rounds), the whole scan runs, bit for bit as before.
+  LinUCB; async's first rounds) takes the whole scan, bit for bit as before. The choice is
+  each seed's own, never its batch's: a seed's answer is the same in any batch.
 * The *level plan* (``make_plan(..., exact_ties=False)``, the default there): the elimination
   grouped into levels, each an independent set of the filled interaction graph (so its
   eliminations commute), taken greedily in min-fill order among the variables of degree at
@@ -647,21 +648,27 @@ def _has_active_path(plan: Plan) -> bool:
 
 def _sequential_batched(plan: Plan, pt: dict, *args):
     """:func:`_scan_batched` (batch axis last); for a plan with an active path
-    (:func:`_has_active_path`) the arguments come batch FIRST, and :func:`_active_batched`
-    runs when every seed has few active steps and live criteria, else the whole scan: only it
-    moves the seeds last (the move of ``inv`` alone, ``k m^2`` entries a seed, was a fifth of
-    an active solve at ``n = 10^4``). Returns the bits (n, B), or (B, n) batch first."""
+    (:func:`_has_active_path`) the arguments come batch FIRST, and each seed with few active
+    steps and live criteria (its own counts, at most ``1 / ACTIVE_SHARE`` of each) is solved by
+    :func:`_active_batched`, every other seed by the whole scan: a batch of both kinds runs
+    both and takes each seed's from its own path, so that a seed's answer never depends on the
+    seeds solved beside it (DESIGN section 3: the same in any batch, buffer or device count;
+    the two paths may differ on near ties). Only the whole scan moves the seeds last (the move
+    of ``inv`` alone, ``k m^2`` entries a seed, was a fifth of an active solve at ``n = 10^4``).
+    Returns the bits (n, B), or (B, n) batch first."""
     if not _has_active_path(plan):
         return _scan_batched(plan, pt, *args)
     free = args[0]  # (B, n)
     pad = jnp.concatenate([free, jnp.zeros((free.shape[0], 1), bool)], axis=1)  # n: padding
     active = jnp.any(pad[:, pt["clique"]], axis=2)  # (B, n steps)
     live = jnp.any(free[:, pt["index"]] & pt["mask"], axis=2)  # (B, k)
-    fits = ((jnp.max(jnp.sum(active, axis=1)) <= plan.num_coords // ACTIVE_SHARE)
-            & (jnp.max(jnp.sum(live, axis=1)) <= plan.num_criteria // ACTIVE_SHARE))
-    return jax.lax.cond(
-        fits, lambda: _active_batched(plan, pt, active, live, *args),
-        lambda: _scan_batched(plan, pt, *(jnp.moveaxis(x, 0, -1) for x in args)).T)
+    fits = ((jnp.sum(active, axis=1) <= plan.num_coords // ACTIVE_SHARE)
+            & (jnp.sum(live, axis=1) <= plan.num_criteria // ACTIVE_SHARE))  # (B,) its own
+    few = lambda: _active_batched(plan, pt, active & fits[:, None], live & fits[:, None], *args)
+    scan = lambda: _scan_batched(plan, pt, *(jnp.moveaxis(x, 0, -1) for x in args)).T
+    both = lambda: jnp.where(fits[:, None], few(), scan())
+    which = jnp.where(jnp.all(fits), 0, jnp.where(jnp.any(fits), 2, 1))
+    return jax.lax.switch(which, [few, scan, both])
 
 
 def _ranked(mask, size: int):
@@ -679,17 +686,17 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
     ``s_init`` (B, n), ``theta_hat`` (B, k, m), ``inv`` (B, k, m, m), ``beta`` (B, k)) over
     each seed's active steps only: ``active`` (B, n steps), a step whose clique holds a free
     coordinate, ``live`` (B, k), a criterion whose scope does (at most ``n // ACTIVE_SHARE``
-    and ``k // ACTIVE_SHARE`` per seed). Tables are constant along fixed bits, so a criterion
-    that is not live and a step that is not active only add constants to the total, and
-    dropping them changes no minimiser. The live criteria's LCB terms are multiplied out once
-    (as :func:`_terms`, for those criteria only); then each seed walks its own active steps in
-    elimination order, a bucket summed from its live criteria's tables when first read, its
-    pending rows tagged with the variable they hold (a row left by a skipped step is never
-    taken for another's). The loop runs the batch's largest count; a seed past its own count
-    changes nothing. Back-tracking as the whole scan's, over the same steps in reverse. The
-    minimum is that of the live part, so the tie tolerance ``64 eps max(1, |min|)`` is that of
-    a smaller total: on near ties the bits may differ from the whole scan's, each a minimiser
-    (tests/test_dp.py). Returns the (B, n) bits."""
+    and ``k // ACTIVE_SHARE`` per seed; a seed with neither walks no step: its bits are 0).
+    Tables are constant along fixed bits, so a criterion that is not live and a step that is
+    not active only add constants to the total, and dropping them changes no minimiser. The
+    live criteria's LCB terms are multiplied out once (as :func:`_terms`, for those criteria
+    only); then each seed walks its own active steps in elimination order, a bucket summed from
+    its live criteria's tables when first read, its pending rows tagged with the variable they
+    hold (a row left by a skipped step is never taken for another's). The loop runs the batch's
+    largest count; a seed past its own count changes nothing. Back-tracking as the whole
+    scan's, over the same steps in reverse. The minimum is that of the live part, so the tie
+    tolerance ``64 eps max(1, |min|)`` is that of a smaller total: on near ties the bits may
+    differ from the whole scan's, each a minimiser (tests/test_dp.py). Returns the (B, n) bits."""
     n, k, m, w = plan.num_coords, plan.num_criteria, plan.scope_size, plan.width
     dtype, width = s_init.dtype, free.shape[0]
     count, kcap = jnp.sum(active, axis=1, dtype=jnp.int32), k // ACTIVE_SHARE

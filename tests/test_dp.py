@@ -851,6 +851,54 @@ def test_active_path_matches_brute_force(monkeypatch, rows, cols, dtype):
             assert abs(float(value) - got) <= rel * max(1.0, abs(got))
 
 
+def test_active_path_is_each_seeds_own_choice(monkeypatch):
+    """In a batch where some seeds have few active steps and live criteria and others many,
+    each seed takes its own path (the active path, or the whole scan) and its answer is its
+    answer alone, bit for bit: a seed's bits never depend on the seeds solved beside it (a
+    batch-wide choice gave a seed the whole scan when another seed had many free coordinates,
+    and the two paths may differ on near ties). Each answer is a minimiser (brute force)."""
+    monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", 0)
+    monkeypatch.setattr(dp, "ACTIVE_SHARE", 4)
+    rows, cols = 4, 10
+    n = rows * cols
+    scopes = graphs.graph_scopes(n, graphs.grid_edges(cols, rows))
+    structure = P.make_structure(scopes, "linear", "independent")
+    plan = dp.make_plan(scopes, exact_ties=False, levels=False)
+    assert plan.levels is None and dp._has_active_path(plan)
+    rng = np.random.default_rng(zlib.crc32(b"own-choice"))
+    densities = [0.05, 0.6, 0.0, 0.3, 0.05, 1.0, 0.1]
+    seeds = len(densities)
+    theta, inv, beta = _random_estimates(rng, scopes, seeds)
+    s0 = rng.uniform(size=(seeds, n))
+    free = rng.uniform(size=(seeds, n)) < np.asarray(densities)[:, None]
+    free[:, 16:] &= np.cumsum(free, axis=1)[:, 16:] <= 16  # brute force: 2^16 vertices at most
+    clique = plan.clique[plan.order]
+    pad = np.concatenate([free, np.zeros((seeds, 1), bool)], axis=1)
+    active = pad[:, clique].any(axis=2).sum(axis=1)
+    live = (free[:, scopes.index] & scopes.mask).any(axis=2).sum(axis=1)
+    fits = (active <= n // 4) & (live <= n // 4)
+    assert fits.any() and not fits.all(), (active, live)  # a batch of both kinds
+    problem = P.make_problem(jax.random.key(0), structure, scopes)
+    args = [jnp.asarray(x, jnp.float32) for x in (theta, inv, beta, s0)] + [jnp.asarray(free)]
+    theta, inv, beta, s0 = (np.asarray(a, np.float64) for a in args[:4])
+
+    def one(th, iv, bt, s, fr):
+        return dp.minimise(plan, lcb.node_objective(structure, problem, th, iv, bt), s, fr)[0]
+
+    def check(batched, alone, which):
+        for i in np.flatnonzero(which):
+            np.testing.assert_array_equal(batched[i], np.asarray(alone(*(a[i] for a in args))))
+            _, values = _vertex_values(scopes, theta[i], inv[i], beta[i], s0[i], free[i])
+            got = _lcb64(scopes, theta[i], inv[i], beta[i], np.asarray(batched[i], np.float64))
+            assert got <= values.min() + 1e-5 * max(1.0, abs(values.min())), (i, got)
+
+    check(np.asarray(jax.jit(jax.vmap(one))(*args)), jax.jit(one), np.ones(seeds, bool))
+    # the whole scan stubbed out (all bits 0): a seed with few free coordinates still gets the
+    # active path's minimiser in the mixed batch (a batch-wide choice gave it the stub's 0s)
+    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    check(np.asarray(jax.jit(jax.vmap(one))(*args)), jax.jit(one), fits)
+
+
 def test_active_path_at_its_size_takes_few_free_and_leaves_the_rest_to_the_scan(monkeypatch):
     """At ACTIVE_MIN_COORDS coordinates (a 4 x 1024 grid) with the shipped share: every
     coordinate free (lazy's and LinUCB's solves) runs the whole scan, bit for bit its answer
