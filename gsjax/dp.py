@@ -577,7 +577,7 @@ def _sequential_solver(plan: Plan):
     exact ties it takes ``(plan_tables, free, s_init, theta_hat, inv, beta)`` as the level
     plan's solver does, and multiplies the criteria tables out seed-last (:func:`_terms`)."""
     return _batched_solver(functools.partial(_sequential_batched, plan),
-                      seeds_first=_has_active_path(plan))
+                           seeds_first=_has_active_path(plan))
 
 
 def _sequential_tables(plan: Plan) -> dict:
