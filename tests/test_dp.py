@@ -801,6 +801,12 @@ def _lcb64(scopes, theta, inv, beta, s):
     return (np.sum(phi * theta, -1) - beta * np.sqrt(np.maximum(q, 1e-12))).sum(-1)
 
 
+def _stub_scan(monkeypatch):
+    """The sequential plan's whole scan stubbed out (every bit 0): what a test then gets from
+    the solver where the active path did not run."""
+    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("rows, cols", [(4, 4), (4, 10)])
 def test_active_path_matches_brute_force(monkeypatch, rows, cols, dtype):
@@ -812,7 +818,7 @@ def test_active_path_matches_brute_force(monkeypatch, rows, cols, dtype):
     other masks is its answer alone."""
     monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", 0)
     monkeypatch.setattr(dp, "ACTIVE_SHARE", 1)
-    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    _stub_scan(monkeypatch)
     n = rows * cols
     scopes = graphs.graph_scopes(n, graphs.grid_edges(cols, rows))
     structure = P.make_structure(scopes, "linear", "independent")
@@ -895,7 +901,7 @@ def test_active_path_is_each_seeds_own_choice(monkeypatch):
     check(np.asarray(jax.jit(jax.vmap(one))(*args)), jax.jit(one), np.ones(seeds, bool))
     # the whole scan stubbed out (all bits 0): a seed with few free coordinates still gets the
     # active path's minimiser in the mixed batch (a batch-wide choice gave it the stub's 0s)
-    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    _stub_scan(monkeypatch)
     check(np.asarray(jax.jit(jax.vmap(one))(*args)), jax.jit(one), fits)
 
 
@@ -932,7 +938,7 @@ def test_active_path_at_its_size_takes_few_free_and_leaves_the_rest_to_the_scan(
     np.testing.assert_array_equal(all_free, np.asarray(solve()(*args, every)[0]))
     scan = np.asarray(solve()(*args, jnp.asarray(few))[0])
     monkeypatch.setattr(dp, "ACTIVE_MIN_COORDS", n)
-    monkeypatch.setattr(dp, "_scan_batched", lambda plan, pt, *a: jnp.zeros(a[1].shape, jnp.int32))
+    _stub_scan(monkeypatch)
     np.testing.assert_array_equal(np.asarray(solve()(*args, jnp.asarray(few))[0]), some_free)
     th, iv, bt = (np.asarray(a, np.float64) for a in args[:3])
     np.testing.assert_array_equal(some_free[~few], s0[~few])

@@ -254,8 +254,9 @@ def _record_every(horizon: int) -> int:
 #: in most rounds to the end (the tree's and the ring's: 7,991 and 7,966 of 10^4 rounds), so from
 #: ``OWN_ALL_K`` it solves every seed at once too: the grid's whole-scan solve of 25 seeds took
 #: 452-463 ms against 120 ms for 4 (7 passes: 840 ms; 18-20 ms a seed from 8 seeds on, 30 ms at
-#: 4; an ad hoc A/B, alternated, medians). Below ``LARGE_K``, the default buffer (a 16th of the
-#: seeds).
+#: 4; measured by the ad hoc script that became ``python benchmarks/dp_widths.py --n 10000
+#: --widths 4 8 16 25``, two runs at nice 19 beside). Below ``LARGE_K``, the default buffer (a
+#: 16th of the seeds).
 LARGE_K = 1000
 LAZY_BUFFER = 4
 OWN_ALL_K = 10000

@@ -3,9 +3,9 @@
 Recorded by ``tests/golden/record.py`` before the one-core refactor; a refactor keeps them.
 With the JAX version they were recorded with, numbers must be equal bit for bit (the same
 arithmetic; the cases of ``REASSOCIATED`` below to a stated tolerance: reassociated on purpose,
-or rounded differently on another CPU). With another JAX version XLA may fuse differently, so floats are
-compared to ``rtol = 1e-4`` (float32 runs over a few rounds) and integers and decisions
-exactly; re-record (and say why) only for a change meant to move numbers.
+or rounded differently on another CPU). With another JAX version XLA may fuse differently, so
+floats are compared to ``rtol = 1e-4`` (float32 runs over a few rounds) and integers and
+decisions exactly; re-record (and say why) only for a change meant to move numbers.
 
 The configs whose own test files run them end to end (Adult, the joint factor graph, the
 adaptive graph, the large graphs) and the OCO tune are in ``-m slow``.
@@ -35,9 +35,10 @@ RTOL = 1e-4
 # level, which two descent steps carry into the trace, and the gradient check's relative error
 # (a difference of nearly equal numbers) moves by 2e-8 relative.
 # run_section7_3 (slow; UCI Adult, PGD in float32) was re-recorded on 2026-12-04 and compared
-# exactly again (until the machine-dependence below): 843ba38 (YNNPACK fusions off, a correctness fix) changed the classifier's float32
-# training, which moved tau* by 4.4e-6 and the regret against it by up to 2e-3 relative (every
-# count, decision and action equal); the slow cases were not rerun then, so it failed unseen.
+# exactly again (until the machine-dependence below): 843ba38 (YNNPACK fusions off, a
+# correctness fix) changed the classifier's float32 training, which moved tau* by 4.4e-6 and the
+# regret against it by up to 2e-3 relative (every count, decision and action equal); the slow
+# cases were not rerun then, so it failed unseen.
 # run_adaptive_graph (slow; adaptive_lazy with PGD in float32): XLA CPU's older loop emitter
 # (runner.COMPILER_OPTIONS, 1a1be37) rounds its fused float32 arithmetic differently; the
 # previous commit reproduces the recording bit for bit, 1a1be37 moves the mean regret by 3e-8
