@@ -215,6 +215,7 @@ def _cmd_run(args) -> int:
     run = oco_experiment.run_and_write if oco else functools.partial(experiment.run_config,
                                                                       buffer=args.buffer)
     run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
+        figures=False if args.no_figures else None,
         progress=None if args.quiet or not writer else progress_reporter())
     return 0
 
@@ -403,6 +404,9 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                    help="delete the run files already in the output folder (config, summary, "
                         "arrays, figures, checkpoint) first; without it a finished run of "
                         "another config there is refused")
+    r.add_argument("--no-figures", action="store_true",
+                   help="write no figures (GSJAX_FIGURES=off does the same); `gsjax plot DIR` "
+                        "draws them later from the saved arrays")
     r.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="keep compiled programs in DIR (default: $GSJAX_CACHE_DIR, else "
                         "~/.cache/gsjax/xla; a later run of the same shapes loads them)")

@@ -897,13 +897,16 @@ def remove_run(folder) -> list[Path]:
     return removed
 
 
-def write_results(res, out_dir, log=print, figures: bool = True, extra_meta=None) -> dict:
-    """Write the run folder (:func:`write_folder`) of an :class:`ExperimentResult`."""
+def write_results(res, out_dir, log=print, figures: bool | None = None, extra_meta=None) -> dict:
+    """Write the run folder (:func:`write_folder`) of an :class:`ExperimentResult`; its
+    figures unless ``figures`` is False (None: :func:`gsjax.plotting.figures_default`)."""
     cfg = res.built.cfg
     summary = summarise(res)
     summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
                            **(extra_meta or {}))
     arr = arrays(res)
+    if figures is None:
+        figures = plotting.figures_default()
     plot = (lambda out: plotting.plot_all(arr, out, name=cfg.name)) if figures else None
     return write_folder(out_dir, config_to_dict(cfg), summary, arr, plot, log)
 
@@ -925,7 +928,7 @@ def run_folder(out_dir, config: dict, checkpoints: bool = True):
         checkpoint.remove(out)
 
 
-def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool = True,
+def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool | None = None,
                seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
                checkpoints: bool = True, buffer: int | None = None) -> dict:
     """Run a validated config into a folder (:func:`run_folder`, :func:`write_results`);

@@ -9,6 +9,7 @@ and the paper's figures too.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from gsjax.results import atomic_write_bytes
 
 __all__ = [
+    "figures_default",
     "plot_all",
     "plot_trajectories",
     "moved_coordinates",
@@ -25,6 +27,13 @@ __all__ = [
     "best_grid_slice",
     "plot_threshold",
 ]
+
+
+def figures_default() -> bool:
+    """Whether a run folder gets its figures when the caller does not say (``gsjax run``
+    without ``--no-figures``): yes, unless ``$GSJAX_FIGURES`` is ``off``, ``0``, ``no`` or
+    ``false``. ``gsjax plot DIR`` draws a folder's figures later from its arrays."""
+    return os.environ.get("GSJAX_FIGURES", "on").strip().lower() not in ("off", "0", "no", "false")
 
 
 def _plt():

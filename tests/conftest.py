@@ -18,8 +18,23 @@ os.environ["GSJAX_CACHE_DIR"] = "off"
 # tests run on one device, whichever test first starts JAX in a worker; the device counts are
 # tests/test_multidevice.py's.
 os.environ["GSJAX_HOST_DEVICES"] = "1"
+# Run folders get no figures (a second or two of matplotlib each, ~200 folders in the suite):
+# the tests that look at figures ask for them (the `figures` fixture below, or GSJAX_FIGURES=on
+# in a subprocess's environment).
+os.environ["GSJAX_FIGURES"] = "off"
+# XLA:CPU's MLIR fusion emitters cost ~13 ms more to compile a small program (a fresh MLIR
+# context per fusion), and a third of the suite's time is compiling such programs (the eager
+# operations of the tests, ~2,400 in three of the files); gsjax's runs compile without them
+# anyway (gsjax.runner.COMPILER_OPTIONS), so the tests compile everything else the same way.
+# The flag is left out where this XLA does not know it (XLA aborts on an unknown flag).
+_EMITTERS = "xla_cpu_use_fusion_emitters"
+if _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
+    from gsjax import _xla_knows  # the package's __init__ imports no JAX
 
-import jax  # noqa: E402  (after the environment variable above)
+    if _xla_knows(_EMITTERS):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_EMITTERS}=false".strip()
+
+import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
 import pytest
 
@@ -57,6 +72,12 @@ def compile_cache(tmp_path):
     compiles each run's chunk anew, ahead of time)."""
     with persistent_cache(tmp_path / "xla-cache") as folder:
         yield folder
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Run folders written in this test get their figures (the suite's default is none)."""
+    monkeypatch.setenv("GSJAX_FIGURES", "on")
 
 
 @pytest.fixture

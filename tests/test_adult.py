@@ -300,7 +300,7 @@ def test_adult_config_round_trips():
     assert cfg.seeds == 10
 
 
-def test_section7_3_config_runs_end_to_end(tmp_path):
+def test_section7_3_config_runs_end_to_end(tmp_path, figures):
     out = tmp_path / "run"
     assert cli.main(["run", str(CONFIG), "--seeds", "2", "--horizon", "20", "--set",
                      "record_every=2", "--out", str(out), "--quiet"]) == 0

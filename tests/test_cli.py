@@ -43,7 +43,7 @@ def _write(tmp_path, text, name="c.toml"):
     return p
 
 
-def test_run_writes_files_and_summary_schema(tmp_path):
+def test_run_writes_files_and_summary_schema(tmp_path, figures):
     cfg_path = _write(tmp_path, TINY)
     out = tmp_path / "out"
     assert cli.main(["run", str(cfg_path), "--out", str(out), "--quiet"]) == 0
@@ -75,6 +75,30 @@ def test_run_writes_files_and_summary_schema(tmp_path):
     # The resolved config reloads to the same config.
     resolved = json.loads((out / "config.json").read_text())
     assert resolved["seeds"] == 3
+
+
+def test_no_figures_then_plot_draws_them(tmp_path, monkeypatch):
+    # --no-figures wins over GSJAX_FIGURES=on; GSJAX_FIGURES=off alone does the same; the
+    # numbers are those of a run with figures, and `gsjax plot` draws the figures afterwards.
+    cfg_path = _write(tmp_path, TINY)
+    pngs = {"movement.png", "regret.png", "trajectories.png", "per_criterion.png"}
+    outs = {}
+    for name, env, flags in (("with", "on", []), ("flag", "on", ["--no-figures"]),
+                             ("env", "off", [])):
+        monkeypatch.setenv("GSJAX_FIGURES", env)
+        outs[name] = tmp_path / name
+        assert cli.main(["run", str(cfg_path), "--out", str(outs[name]), "--quiet",
+                         *flags]) == 0
+    assert {p.name for p in outs["with"].glob("*.png")} == pngs
+    assert json.loads((outs["with"] / "summary.json").read_text())["meta"]["figures"]
+    for name in ("flag", "env"):
+        assert not list(outs[name].glob("*.png")), name
+        assert "figures" not in json.loads((outs[name] / "summary.json").read_text())["meta"]
+        with np.load(outs["with"] / "arrays.npz") as a, np.load(outs[name] / "arrays.npz") as b:
+            for key in a.files:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert cli.main(["plot", str(outs["flag"])]) == 0
+    assert {p.name for p in outs["flag"].glob("*.png")} == pngs
 
 
 def test_overrides_from_the_command_line(tmp_path):
@@ -254,7 +278,7 @@ def _files(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def test_finished_run_of_another_config_is_refused_and_force_clears_it(tmp_path, capsys,
+def test_finished_run_of_another_config_is_refused_and_force_clears_it(tmp_path, capsys, figures,
                                                                        compile_cache):
     """Issue 18 item 1: another config over a finished folder is one ``--out`` line and exit 2,
     every file untouched; ``--force`` deletes the old run's files (those its summary names

@@ -79,7 +79,7 @@ def test_a_pgd_grid_point_equals_the_ordinary_run_to_rounding():
                                    rtol=0, atol=1e-4)
 
 
-def test_grid_summary_and_heatmap(tmp_path):
+def test_grid_summary_and_heatmap(tmp_path, figures):
     raw = dict(BASE, grid={"beta": [0.25, 1.5], "lambda_reg": [0.1, 1.0, 3.0]})
     raw["algorithms"] = {"lazy": {}}
     cfg = parse_config(raw)

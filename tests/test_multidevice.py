@@ -1,4 +1,4 @@
-"""The command line on 2 and 4 (fake CPU) devices writes what it writes on one.
+"""The command line on 2 (and, with ``-m slow``, 4) fake CPU devices writes what it writes on one.
 
 Each device count runs ``tests/multidevice_driver.py`` in its own process (the device count is
 fixed when JAX starts): a run of several chunks, a crash after a checkpoint and ``--resume``, a
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 DRIVER = Path(__file__).with_name("multidevice_driver.py")
 RUN_FOLDERS = ("chunks", "resumed", "grid")
@@ -51,14 +52,15 @@ def _results(x):
     return x
 
 
-def test_cli_on_two_and_four_devices_equals_one(tmp_path):
-    # One test, not one per device count: under pytest-xdist a shared fixture would run the
-    # single-device reference once per worker. The three processes run at the same time.
-    outs = {d: tmp_path / f"devices{d}" for d in (1, 2, 4)}
+@pytest.mark.parametrize("devices", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_cli_on_several_devices_equals_one(tmp_path, devices):
+    # The single-device reference runs beside the other count, in its own process (a shared
+    # fixture would run it once per pytest-xdist worker anyway). 4 devices (2 seeds and a pad
+    # on each) with `-m slow`.
+    outs = {d: tmp_path / f"devices{d}" for d in (1, devices)}
     procs = {d: _start(out, d) for d, out in outs.items()}
     done = {d: _finish(procs[d], outs[d], d) for d in procs}
-    for devices in (2, 4):
-        _compare(done[1], done[devices], devices)
+    _compare(done[1], done[devices], devices)
 
 
 def _compare(single: Path, many: Path, devices: int) -> None:

@@ -321,7 +321,7 @@ def test_config_round_trip_and_kind():
     assert config_kind(REPO / "configs" / "section7_2.toml") == "bandit"
 
 
-def test_gsjax_run_end_to_end(tmp_path):
+def test_gsjax_run_end_to_end(tmp_path, figures):
     path = REPO / "configs" / "section6_heterogeneous.toml"
     out = tmp_path / "out"
     argv = ["run", str(path), "--seeds", "2", "--horizon", "100", "--out", str(out), "--quiet"]

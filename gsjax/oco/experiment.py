@@ -33,6 +33,7 @@ from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOProblem, OCOSpec, diameters, gradient_bounds, make_problem
 from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, hindsight, make_chunked, sweep
+from gsjax.plotting import figures_default
 from gsjax.runner import auto_chunk, seed_keys
 
 __all__ = ["spec_of", "build_problem", "budget_matrix", "entry_params", "check", "record_every",
@@ -393,17 +394,20 @@ def merge(folders) -> tuple[OCOExperiment, dict]:
     return OCOExperiment(cfg, seed_ids, runs), timings
 
 
-def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool = True,
+def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool | None = None,
                   extra_meta=None) -> dict:
-    """Write the run folder (:func:`gsjax.experiment.write_folder`) of an experiment."""
+    """Write the run folder (:func:`gsjax.experiment.write_folder`) of an experiment; its
+    figures unless ``figures`` is False (None: :func:`gsjax.plotting.figures_default`)."""
     summary = summarise(exp)
     summary["meta"].update(extra_meta or {})
     arr = arrays(exp)
+    if figures is None:
+        figures = figures_default()
     plot = (lambda out: plotting.plot_all(exp.cfg, summary, arr, out)) if figures else None
     return write_folder(out_dir, oco_config_to_dict(exp.cfg), summary, arr, plot, log)
 
 
-def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool = True,
+def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool | None = None,
                   seed_start: int = 0, chunk_rounds: int | None = None, progress=None,
                   checkpoints: bool = True) -> dict:
     """Run a validated config into a folder, as :func:`gsjax.experiment.run_config`."""
