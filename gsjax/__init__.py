@@ -45,8 +45,14 @@ def _xla_knows(flag: str) -> bool:
 # imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
 # pass it as a compile option, gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the
 # option already is left as it is.
-if _YNN not in os.environ.get("XLA_FLAGS", "") and _xla_knows(_YNN):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_YNN}=".strip()
+def _default_xla_flag(flag: str, value: str) -> None:
+    """``--flag=value`` added to ``XLA_FLAGS`` unless it names ``flag`` already or this XLA does
+    not know it; XLA reads the variable when its first computation starts."""
+    if flag not in os.environ.get("XLA_FLAGS", "") and _xla_knows(flag):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{flag}={value}".strip()
+
+
+_default_xla_flag(_YNN, "")
 
 if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
     from gsjax import algorithms, graphs, lcb, linalg, problem, runner

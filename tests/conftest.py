@@ -18,21 +18,18 @@ os.environ["GSJAX_CACHE_DIR"] = "off"
 # tests run on one device, whichever test first starts JAX in a worker; the device counts are
 # tests/test_multidevice.py's.
 os.environ["GSJAX_HOST_DEVICES"] = "1"
-# Run folders get no figures (a second or two of matplotlib each, ~200 folders in the suite):
+# Run folders get no figures (a second or two of matplotlib each, in many tests):
 # the tests that look at figures ask for them (the `figures` fixture below, or GSJAX_FIGURES=on
 # in a subprocess's environment).
 os.environ["GSJAX_FIGURES"] = "off"
 # XLA:CPU's MLIR fusion emitters cost ~13 ms more to compile a small program (a fresh MLIR
-# context per fusion), and a third of the suite's time is compiling such programs (the eager
-# operations of the tests, ~2,400 in three of the files); gsjax's runs compile without them
-# anyway (gsjax.runner.COMPILER_OPTIONS), so the tests compile everything else the same way.
-# The flag is left out where this XLA does not know it (XLA aborts on an unknown flag).
-_EMITTERS = "xla_cpu_use_fusion_emitters"
-if _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
-    from gsjax import _xla_knows  # the package's __init__ imports no JAX
+# context per fusion), and in three of the files a third of the time went to compiling such
+# programs (the tests' eager operations, ~2,400); gsjax's runs compile without them anyway
+# (gsjax.runner.COMPILER_OPTIONS). The gsjax command keeps XLA's default: its default run took
+# as long either way (12.5 s, four alternated pairs; its figures and imports weigh more).
+from gsjax import _default_xla_flag  # noqa: E402  (the package's __init__ imports no JAX)
 
-    if _xla_knows(_EMITTERS):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_EMITTERS}=false".strip()
+_default_xla_flag("xla_cpu_use_fusion_emitters", "false")
 
 import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
