@@ -39,12 +39,6 @@ def _xla_knows(flag: str) -> bool:
         return m.find(flag.encode()) >= 0
 
 
-# XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (jax 0.10.2: a fused
-# ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
-# batched contractions slower than XLA's own loops: off for every computation of a process that
-# imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
-# pass it as a compile option, gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the
-# option already is left as it is.
 def _default_xla_flag(flag: str, value: str) -> None:
     """``--flag=value`` added to ``XLA_FLAGS`` unless it names ``flag`` already or this XLA does
     not know it; XLA reads the variable when its first computation starts."""
@@ -52,6 +46,12 @@ def _default_xla_flag(flag: str, value: str) -> None:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{flag}={value}".strip()
 
 
+# XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (jax 0.10.2: a fused
+# ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
+# batched contractions slower than XLA's own loops: off for every computation of a process that
+# imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
+# pass it as a compile option, gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the
+# option already is left as it is.
 _default_xla_flag(_YNN, "")
 
 if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
