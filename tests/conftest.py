@@ -22,14 +22,6 @@ os.environ["GSJAX_HOST_DEVICES"] = "1"
 # the tests that look at figures ask for them (the `figures` fixture below, or GSJAX_FIGURES=on
 # in a subprocess's environment).
 os.environ["GSJAX_FIGURES"] = "off"
-# XLA:CPU's MLIR fusion emitters cost ~13 ms more to compile a small program (a fresh MLIR
-# context per fusion), and in three of the files a third of the time went to compiling such
-# programs (the tests' eager operations, ~2,400); gsjax's runs compile without them anyway
-# (gsjax.runner.COMPILER_OPTIONS). The gsjax command keeps XLA's default: its default run took
-# as long either way (12.5 s, four alternated pairs; its figures and imports weigh more).
-from gsjax import _default_xla_flag  # noqa: E402  (the package's __init__ imports no JAX)
-
-_default_xla_flag("xla_cpu_use_fusion_emitters", "false")
 
 import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
