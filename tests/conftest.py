@@ -5,15 +5,28 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
+import tempfile
 
 # The default run uses two pytest-xdist workers (`python -m pytest -q -n 2`): on a GPU machine
 # each worker is its own process, and XLA's default preallocation (75 % of the GPU memory per
 # process) would starve the second one.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-# The command line keeps compiled programs in a persistent cache (gsjax.runner.default_cache_dir);
-# the tests (and the CLI subprocesses they start) leave the user's cache alone, except
-# tests/test_cache.py, which points it at a temporary folder.
-os.environ["GSJAX_CACHE_DIR"] = "off"
+# The command line keeps compiled programs in a persistent cache (gsjax.runner.default_cache_dir).
+# The tests leave the user's cache alone: the session has its own, in a temporary folder that the
+# process starting the session makes (and removes at its end), shared by the pytest-xdist workers
+# and the CLI subprocesses (which inherit the variable), so a program that several tests compile
+# (the same config at the same size, the same eager operation) is compiled once and loaded after.
+# A loaded program is the compiled one, bit for bit (tests/test_cache.py). Tests that are about
+# the cache name their own folders; GSJAX_TESTS_XLA_CACHE=off runs the session without one.
+_SESSION_CACHE_OWNER = "GSJAX_TESTS_XLA_CACHE" not in os.environ
+if _SESSION_CACHE_OWNER:
+    os.environ["GSJAX_TESTS_XLA_CACHE"] = tempfile.mkdtemp(prefix="gsjax-tests-xla-")
+_SESSION_CACHE = os.environ["GSJAX_TESTS_XLA_CACHE"]
+if _SESSION_CACHE.lower() == "off":
+    os.environ["GSJAX_CACHE_DIR"] = "off"
+else:
+    os.environ["GSJAX_CACHE_DIR"] = _SESSION_CACHE
 # The gsjax command gives JAX one CPU device per core (gsjax.distributed.use_host_cores): the
 # tests run on one device, whichever test first starts JAX in a worker; the device counts are
 # tests/test_multidevice.py's.
@@ -26,6 +39,15 @@ os.environ["GSJAX_FIGURES"] = "off"
 import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
 import pytest
+
+from gsjax import runner  # noqa: E402
+
+runner.use_compilation_cache(runner.default_cache_dir())
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE_OWNER and _SESSION_CACHE.lower() != "off":
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture
