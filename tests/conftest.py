@@ -58,28 +58,31 @@ def key():
 
 @contextlib.contextmanager
 def persistent_cache(folder):
-    """JAX's persistent compilation cache in ``folder`` while inside; the setting and JAX's
-    cache state are restored afterwards, so no test outside sees the folder."""
+    """JAX's persistent compilation cache while inside: the session's (above) when it has one,
+    else one in ``folder``, whose setting and JAX's cache state are restored afterwards, so no
+    test outside sees the folder."""
     from jax._src import compilation_cache
 
-    before = (jax.config.jax_compilation_cache_dir,
-              jax.config.jax_persistent_cache_min_compile_time_secs)
+    if jax.config.jax_compilation_cache_dir:
+        yield jax.config.jax_compilation_cache_dir
+        return
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     compilation_cache.reset_cache()
     try:
         yield folder
     finally:
-        jax.config.update("jax_compilation_cache_dir", before[0])
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
+        jax.config.update("jax_compilation_cache_dir", None)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
         compilation_cache.reset_cache()
 
 
 @pytest.fixture
 def compile_cache(tmp_path):
-    """:func:`persistent_cache` in a folder of this test's ``tmp_path``, for this test only: a
-    test that runs one config several times in this process (a reference run, an interrupted
-    one, its resume) compiles each program once and loads it from the folder after (gsjax
+    """:func:`persistent_cache` for this test (a folder of its ``tmp_path`` when the session
+    runs without one): a test that runs one config several times in this process (a reference
+    run, an interrupted one, its resume) compiles each program once and loads it after (gsjax
     compiles each run's chunk anew, ahead of time)."""
     with persistent_cache(tmp_path / "xla-cache") as folder:
         yield folder

@@ -97,9 +97,12 @@ def _gsjax(out: Path, config: str, host_devices: str, xla_devices: int | None = 
     if xla_devices is not None:
         flags += f" --xla_force_host_platform_device_count={xla_devices}"
     env["XLA_FLAGS"] = flags
-    run = (["--resume", str(out), "--chunk", "10"] if resume else
+    # chunks of 10 rounds throughout: the killed run and its resume load the programs that the
+    # 1- and 2-device runs compiled (the session's cache, conftest)
+    run = (["--resume", str(out)] if resume else
            [config, "--seeds", "5", "--horizon", "40", "--out", str(out)])
-    return subprocess.Popen([sys.executable, "-m", "gsjax", "run", *run, "--quiet", "--no-cache"],
+    return subprocess.Popen([sys.executable, "-m", "gsjax", "run", *run, "--chunk", "10",
+                             "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -108,9 +111,9 @@ def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path)
     # single-process command; a device count in XLA_FLAGS wins. The vertex and PGD solvers'
     # runs on 2 devices equal the 1-device runs bit for bit (5 seeds: one padded), and so does
     # a run killed after a checkpoint on 1 device and resumed on 2 (a folder from before the
-    # command's default changed).
+    # command's default changed). (Other configs on several devices: the test above,
+    # tests/test_sharding.py.)
     cases = {("section7_1", "1", None): 1, ("section7_1", "2", None): 2,
-             ("example_graph", "1", None): 1, ("example_graph", "2", None): 2,
              ("section7_1", "2", 1): 1}
     procs = {c: _gsjax(tmp_path / "-".join(map(str, c)), *c) for c in cases}
     bad = _gsjax(tmp_path / "bad", "section7_1", "two")
@@ -127,7 +130,7 @@ def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path)
     cut = tmp_path / "cut"
     crash = ("import sys\nsys.path.insert(0, %r)\nimport multidevice_driver as d\n"
              "d.crash_after(3)\ntry:\n    d._run('run', 'section7_1', '--seeds', '5', "
-             "'--horizon', '40', '--chunk', '10', '--out', %r, '--quiet', '--no-cache')\n"
+             "'--horizon', '40', '--chunk', '10', '--out', %r, '--quiet')\n"
              "except d.Crash:\n    pass\nelse:\n    raise SystemExit('not interrupted')\n"
              % (str(DRIVER.parent), str(cut)))
     env = dict(os.environ, JAX_PLATFORMS="cpu", GSJAX_HOST_DEVICES="1")
@@ -142,11 +145,10 @@ def test_the_command_gives_jax_a_device_per_core_with_the_same_numbers(tmp_path)
         assert sorted(za.files) == sorted(zb.files)
         for key in za.files:
             np.testing.assert_array_equal(za[key], zb[key], err_msg=f"resumed: {key}")
-    for config in ("section7_1", "example_graph"):
-        one, two = (tmp_path / f"{config}-{n}-None" for n in (1, 2))
-        assert (_results(json.loads((one / "summary.json").read_text()))
-                == _results(json.loads((two / "summary.json").read_text())))
-        with np.load(one / "arrays.npz") as za, np.load(two / "arrays.npz") as zb:
-            assert sorted(za.files) == sorted(zb.files)
-            for key in za.files:
-                np.testing.assert_array_equal(za[key], zb[key], err_msg=f"{config}: {key}")
+    one, two = (tmp_path / f"section7_1-{n}-None" for n in (1, 2))
+    assert (_results(json.loads((one / "summary.json").read_text()))
+            == _results(json.loads((two / "summary.json").read_text())))
+    with np.load(one / "arrays.npz") as za, np.load(two / "arrays.npz") as zb:
+        assert sorted(za.files) == sorted(zb.files)
+        for key in za.files:
+            np.testing.assert_array_equal(za[key], zb[key], err_msg=key)
