@@ -856,18 +856,20 @@ def _git_commit() -> str | None:
         return None
 
 
-def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print) -> dict:
+def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print,
+                 figures: bool | None = None) -> dict:
     """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
-    ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) and
-    ``summary.json``; returns ``summary``. Temporary files a killed write left there go first.
-    In a multi-process run only process 0 writes (the others return ``summary``)."""
+    ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) unless
+    ``figures`` is False (None: :func:`gsjax.plotting.figures_default`) and ``summary.json``;
+    returns ``summary``. Temporary files a killed write left there go first. In a
+    multi-process run only process 0 writes (the others return ``summary``)."""
     if not distributed.is_writer():
         return summary
     out = Path(out_dir)
     results.remove_orphan_tmps_in(out, RUN_FILE_SUFFIXES)
     results.write_json(out / "config.json", config)
     results.write_npz(out / "arrays.npz", arr)
-    if plot is not None:
+    if plot is not None and (plotting.figures_default() if figures is None else figures):
         summary["meta"]["figures"] = [p.name for p in plot(out)]
     results.write_json(out / "summary.json", summary)
     log(f"wrote {out}/summary.json")
@@ -898,17 +900,15 @@ def remove_run(folder) -> list[Path]:
 
 
 def write_results(res, out_dir, log=print, figures: bool | None = None, extra_meta=None) -> dict:
-    """Write the run folder (:func:`write_folder`) of an :class:`ExperimentResult`; its
-    figures unless ``figures`` is False (None: :func:`gsjax.plotting.figures_default`)."""
+    """Write the run folder (:func:`write_folder`, ``figures`` as there) of an
+    :class:`ExperimentResult`."""
     cfg = res.built.cfg
     summary = summarise(res)
     summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
                            **(extra_meta or {}))
     arr = arrays(res)
-    if figures is None:
-        figures = plotting.figures_default()
-    plot = (lambda out: plotting.plot_all(arr, out, name=cfg.name)) if figures else None
-    return write_folder(out_dir, config_to_dict(cfg), summary, arr, plot, log)
+    plot = lambda out: plotting.plot_all(arr, out, name=cfg.name)  # noqa: E731
+    return write_folder(out_dir, config_to_dict(cfg), summary, arr, plot, log, figures)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,6 @@ from gsjax.oco import plotting
 from gsjax.oco.config import OCOConfig, OCOEntry, oco_config_to_dict, parse_oco_config
 from gsjax.oco.problem import OCOProblem, OCOSpec, diameters, gradient_bounds, make_problem
 from gsjax.oco.runner import OCORecords, OCOResult, SweepOutput, hindsight, make_chunked, sweep
-from gsjax.plotting import figures_default
 from gsjax.runner import auto_chunk, seed_keys
 
 __all__ = ["spec_of", "build_problem", "budget_matrix", "entry_params", "check", "record_every",
@@ -396,15 +395,13 @@ def merge(folders) -> tuple[OCOExperiment, dict]:
 
 def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool | None = None,
                   extra_meta=None) -> dict:
-    """Write the run folder (:func:`gsjax.experiment.write_folder`) of an experiment; its
-    figures unless ``figures`` is False (None: :func:`gsjax.plotting.figures_default`)."""
+    """Write the run folder (:func:`gsjax.experiment.write_folder`, ``figures`` as there) of
+    an experiment."""
     summary = summarise(exp)
     summary["meta"].update(extra_meta or {})
     arr = arrays(exp)
-    if figures is None:
-        figures = figures_default()
-    plot = (lambda out: plotting.plot_all(exp.cfg, summary, arr, out)) if figures else None
-    return write_folder(out_dir, oco_config_to_dict(exp.cfg), summary, arr, plot, log)
+    plot = lambda out: plotting.plot_all(exp.cfg, summary, arr, out)  # noqa: E731
+    return write_folder(out_dir, oco_config_to_dict(exp.cfg), summary, arr, plot, log, figures)
 
 
 def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool | None = None,
