@@ -782,7 +782,7 @@ def test_solver_batching_rule_is_the_per_seed_solver(plan_kind, monkeypatch):
     np.testing.assert_array_equal(np.asarray(in_cond)[1::2], np.asarray(s0)[1::2])
     np.testing.assert_array_equal(np.where(np.asarray(free), np.asarray(default), np.asarray(s0)),
                                   single)
-    grad = jax.grad(lambda th: jnp.sum(jax.vmap(one)(th, *args[1:])[1]))(theta)
+    grad = jax.jit(jax.grad(lambda th: jnp.sum(jax.vmap(one)(th, *args[1:])[1])))(theta)
     assert np.all(np.isfinite(np.asarray(grad))) and np.any(np.asarray(grad) != 0)
 
 
