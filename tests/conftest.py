@@ -40,9 +40,10 @@ import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
 import pytest
 
-from gsjax import runner  # noqa: E402
-
-runner.use_compilation_cache(runner.default_cache_dir())
+if _SESSION_CACHE.lower() != "off":  # this process's JAX too (a user's JAX cache is not used)
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    jax.config.update("jax_compilation_cache_dir", _SESSION_CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def pytest_unconfigure(config):
