@@ -224,9 +224,9 @@ def test_progress_lines_when_not_on_a_terminal(tmp_path):
     assert len(lines) == 12, proc.stderr
     assert lines[0].strip() == "linucb: round 3/12"
     assert "seed-rounds/s" in lines[1] and "s left" in lines[1]
-    quiet = subprocess.run(
+    quiet = subprocess.run(  # the same chunks: the programs come from the session's cache
         [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "q"),
-         "--quiet"],
+         "--chunk", "3", "--quiet"],
         capture_output=True, text=True, timeout=300,
     )
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
