@@ -240,17 +240,17 @@ def test_joint_lcb_minimiser_against_brute_force(x64):
     assert vvals.min() <= gvals.min() + 1e-12  # concave: the minimum is at a vertex
     value = lambda s: J.joint_lcb_value(structure, prob, s, jnp.asarray(theta_hat),
                                         jnp.asarray(inv), jnp.asarray(beta))
-    for s_sample in grid[::37]:
-        np.testing.assert_allclose(float(value(jnp.asarray(s_sample))), np_lcb(s_sample),
-                                   rtol=1e-12, atol=1e-12)
+    samples = grid[::37]  # one program for all of them (eagerly, each operation compiles alone)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(value))(jnp.asarray(samples))),
+                               [np_lcb(x) for x in samples], rtol=1e-12, atol=1e-12)
     s0 = jnp.full((3,), 0.5)
     free = jnp.ones((3,), bool)
-    s, val, _ = lcb.minimise_vertices(lcb.Objective(value), s0, free)
+    s, val, _ = jax.jit(lambda: lcb.minimise_vertices(lcb.Objective(value), s0, free))()
     np.testing.assert_allclose(float(val), vvals.min(), rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(s), verts[np.argmin(vvals)])
-    s_pgd, val_pgd, _ = lcb.minimise_objective_pgd(jax.random.key(0), value, s0, free, num_steps=200,
-                                        num_starts=8, learning_rate=0.05, optimizer="adam",
-                                        include_current=True)
+    s_pgd, val_pgd, _ = jax.jit(lambda: lcb.minimise_objective_pgd(
+        jax.random.key(0), value, s0, free, num_steps=200, num_starts=8, learning_rate=0.05,
+        optimizer="adam", include_current=True))()
     assert np.all((np.asarray(s_pgd) >= 0) & (np.asarray(s_pgd) <= 1))
     assert float(val_pgd) >= vvals.min() - 1e-9  # cannot beat the exact minimum
     np.testing.assert_allclose(float(val_pgd), vvals.min(), rtol=1e-3, atol=1e-3)
