@@ -23,10 +23,10 @@ _SESSION_CACHE_OWNER = "GSJAX_TESTS_XLA_CACHE" not in os.environ
 if _SESSION_CACHE_OWNER:
     os.environ["GSJAX_TESTS_XLA_CACHE"] = tempfile.mkdtemp(prefix="gsjax-tests-xla-")
 _SESSION_CACHE = os.environ["GSJAX_TESTS_XLA_CACHE"]
-if _SESSION_CACHE.lower() == "off":
-    os.environ["GSJAX_CACHE_DIR"] = "off"
-else:
-    os.environ["GSJAX_CACHE_DIR"] = _SESSION_CACHE
+_SESSION_CACHE = None if _SESSION_CACHE.lower() == "off" else _SESSION_CACHE
+os.environ["GSJAX_CACHE_DIR"] = _SESSION_CACHE or "off"
+if _SESSION_CACHE:  # a user's JAX cache is not used, here or in the subprocesses
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # The gsjax command gives JAX one CPU device per core (gsjax.distributed.use_host_cores): the
 # tests run on one device, whichever test first starts JAX in a worker; the device counts are
 # tests/test_multidevice.py's.
@@ -40,14 +40,13 @@ import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp
 import pytest
 
-if _SESSION_CACHE.lower() != "off":  # this process's JAX too (a user's JAX cache is not used)
-    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+if _SESSION_CACHE:  # this process's JAX too
     jax.config.update("jax_compilation_cache_dir", _SESSION_CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def pytest_unconfigure(config):
-    if _SESSION_CACHE_OWNER and _SESSION_CACHE.lower() != "off":
+    if _SESSION_CACHE_OWNER:  # the folder this process made
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
