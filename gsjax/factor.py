@@ -58,6 +58,7 @@ from gsjax.problem import (
     Structure,
     _feature_mask,
     assemble_problem,
+    compiled_build,
     draw_arrays,
     seed_rows,
     feature_dim,
@@ -309,7 +310,8 @@ def joint_mask(problem: Problem) -> jax.Array:
 
 def make_factor_problem(key: jax.Array, structure: Structure, layout: FactorLayout, *,
                         mixing_seed: int = 0, **options) -> Problem:
-    """A factor-graph problem instance; jittable in ``key`` (the layout and mixing are host).
+    """A factor-graph problem instance; jittable in ``key`` (the layout and mixing are host),
+    built in one compiled program when ``key`` is concrete (:func:`gsjax.problem.compiled_build`).
 
     ``options``: the keywords of :func:`gsjax.problem.make_problem` (``theta_distribution``,
     ``theta_values``, ``theta_scale``, ``noise_sigma``, ``s0``, ``rff_lengthscale``,
@@ -319,6 +321,11 @@ def make_factor_problem(key: jax.Array, structure: Structure, layout: FactorLayo
     per-factor random Fourier features, the ``s*`` search. ``s*`` is exact for linear features
     (``L`` is then linear in ``s``).
     """
+    return compiled_build(_make_factor_problem, key, structure=structure, layout=layout,
+                          mixing_seed=mixing_seed, options=options)
+
+
+def _make_factor_problem(key, *, structure, layout, mixing_seed, options) -> Problem:
     o = problem_keywords(options)
     spec: FactorSpec = structure.env.spec
     k, F = structure.num_criteria, spec.num_factors

@@ -72,6 +72,7 @@ __all__ = [
     "linear_coefficients",
     "true_minimiser",
     "make_problem",
+    "compiled_build",
 ]
 
 FEATURE_KINDS = ("linear", "quadratic", "rff")
@@ -641,7 +642,9 @@ def make_problem(
     rff_lengthscale: float = 0.5,
     dtype=jnp.float32,
 ) -> Problem:
-    """Build a problem instance; jittable in ``key`` for drawn ``theta*``.
+    """Build a problem instance; jittable in ``key`` for drawn ``theta*``. With a concrete
+    ``key`` it is built in one compiled program, kept for the same arguments
+    (:func:`compiled_build`).
 
     Args:
       key: draws ``theta*`` (distributions "normal": ``scale * N(0,1)``, "uniform":
@@ -668,6 +671,14 @@ def make_problem(
         ``> 0``; ``dtype`` is not a floating dtype. Only concrete values are checked: under
         ``jit``/``vmap`` a traced argument's shape is checked, never its values.
     """
+    return compiled_build(_make_problem, key, structure=structure, scopes=scopes,
+                          theta_distribution=theta_distribution, theta_values=theta_values,
+                          theta_scale=theta_scale, noise_sigma=noise_sigma, s0=s0,
+                          rff_lengthscale=rff_lengthscale, dtype=dtype)
+
+
+def _make_problem(key, *, structure, scopes, theta_distribution, theta_values, theta_scale,
+                  noise_sigma, s0, rff_lengthscale, dtype) -> Problem:
     scopes = _check_scopes_arg(structure, scopes)
     fmask = _feature_mask(structure, scopes.mask)
     theta, omega, phase, k_star = draw_arrays(
@@ -676,6 +687,50 @@ def make_problem(
     problem = assemble_problem(structure, scopes, fmask, theta, s0, dtype,
                                noise_sigma=noise_sigma, rff_omega=omega, rff_phase=phase)
     return with_minimiser(k_star, structure, problem)
+
+
+_BUILDS: dict = {}  # compiled_build's recent programs, by their frozen arguments
+_BUILDS_KEPT = 16
+
+
+def _frozen(x):
+    """A hashable stand-in for a builder's argument: arrays by dtype, shape and bytes, floats by
+    their bits (``0.0`` and ``-0.0`` differ), sequences and mappings entry by entry; a
+    ``TypeError`` for what has none."""
+    if isinstance(x, (np.ndarray, np.generic, jax.Array)):
+        a = np.asarray(x)
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    if isinstance(x, float):
+        return ("float", x.hex())
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(_frozen(v) for v in x))
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _frozen(v)) for k, v in sorted(x.items())))
+    hash(x)
+    return (type(x), x)
+
+
+def compiled_build(build, key, **kwargs):
+    """``build(key, **kwargs)``, a problem builder, as one compiled program when ``key`` is
+    concrete: run eagerly, each of its operations would compile on its own (a quadratic problem's
+    ``s*`` search: ~110 programs, seconds). The program is that of a config's run, which builds
+    inside ``jit`` (:mod:`gsjax.experiment`), and is kept for the same arguments (the last
+    few), so building a problem again compiles nothing. The keywords stay Python values in the
+    trace, so the builder's argument checks see them. Traced ``key`` (under the caller's
+    ``jit`` or ``vmap``), a traced or unhashable keyword: ``build`` is called directly."""
+    if is_traced((key, kwargs)):
+        return build(key, **kwargs)
+    try:
+        token = (build, _frozen(kwargs))
+    except TypeError:
+        return build(key, **kwargs)
+    fn = _BUILDS.get(token)
+    if fn is None:
+        fn = jax.jit(lambda k: build(k, **kwargs))
+        if len(_BUILDS) >= _BUILDS_KEPT:
+            del _BUILDS[next(iter(_BUILDS))]
+        _BUILDS[token] = fn
+    return fn(key)
 
 
 def problem_keywords(options: dict) -> dict:

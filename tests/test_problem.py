@@ -160,6 +160,51 @@ def test_true_minimiser_quadratic_known_separable(quadratic_problem):
                                float(prob.loss_star), rtol=1e-6)
 
 
+def _leaves_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(la) == len(lb) and all(
+        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb))
+
+
+def test_make_problem_is_the_configs_program_compiled_once():
+    """With a concrete key, ``make_problem`` and ``make_factor_problem`` build in one compiled
+    program: the one a config's run compiles (they build inside ``jit``), bit for bit; the same
+    arguments again compile nothing; under ``vmap`` (a traced key) they are traced inline."""
+    from gsjax import factor
+
+    compiles = []
+    listener = lambda event, dur, **kw: compiles.append(event) if event.endswith(  # noqa: E731
+        "backend_compile_duration") else None
+    quadratic = P.make_structure(CHAIN4, "quadratic", "independent")
+    layout = factor.clique_layout(2, 4)
+    fstructure, _ = factor.make_factor_structure(layout, "linear", "independent")
+    builders = [lambda k: P.make_problem(k, quadratic, CHAIN4, noise_sigma=[0.5, 0.1, 0.2, 0.3]),
+                lambda k: factor.make_factor_problem(k, fstructure, layout, mixing_seed=3)]
+    key = jax.random.key(7)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for build in builders:
+            direct = build(key)
+            assert _leaves_equal(direct, jax.jit(build)(key))  # the config path's program
+            del compiles[:]
+            assert _leaves_equal(build(key), direct)
+            assert compiles == []  # kept: nothing traced or compiled again
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    keys = jax.random.split(jax.random.key(1), 3)
+    batched = jax.vmap(builders[1])(keys).theta
+    for i in range(3):
+        one = builders[1](keys[i]).theta
+        np.testing.assert_array_equal(np.asarray(batched[i]), np.asarray(one))
+    # a changed argument is another program, not the kept one: a float's sign is part of it
+    linear = P.make_structure(CHAIN4, "linear", "independent")
+    a = P.make_problem(key, linear, CHAIN4, s0=0.0)
+    b = P.make_problem(key, linear, CHAIN4, s0=-0.0)
+    assert np.signbit(np.asarray(b.s0)).all() and not np.signbit(np.asarray(a.s0)).any()
+    with pytest.raises(ValueError, match="s0"):  # the checks still see the values
+        P.make_problem(key, linear, CHAIN4, s0=1.5)
+
+
 def _empirical_cov(structure, prob, num, key):
     draws = jax.vmap(lambda t: P.draw_noise(P.round_draws(key, t), structure, prob))(
         jnp.arange(1, num + 1))
