@@ -51,6 +51,7 @@ from gsjax.runner import (
     RunTotals,
     SweepResult,
     auto_chunk,
+    carry_record,
     make_chunked,
     seed_keys,
     sweep,
@@ -571,9 +572,10 @@ def memory_estimate(carry, record, records: int, seeds: int, shared=None) -> int
 def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
     """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (they
     run one after another) and the per-seed problem, for every seed, and every algorithm's
-    records (all kept until written), from the shapes of a one-seed build; nothing is
-    compiled (``jax.eval_shape``), and the DP solver is not traced (:func:`gsjax.dp.shapes_only`:
-    its answer has the shape of its start)."""
+    records (all kept until written), from the shapes of a one-seed build and its initial
+    carry (a record is fields of the carry, :func:`gsjax.runner.carry_record`): nothing is
+    compiled (``jax.eval_shape``), no round is traced, and the DP solver is not traced
+    (:func:`gsjax.dp.shapes_only`: its answer has the shape of its start)."""
     token = _SHAPES_ONLY.set(True)
     try:
         one = build(dataclasses.replace(cfg, seeds=1), seed_start)
@@ -582,15 +584,12 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
     keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
     carries, record = [], []
     for ba in one.algorithms:
-        init_fn, chunk_fn = make_chunked(ba.algo, one.structure, cfg.record_every,
-                                         cfg.record_every, one.problem_per_seed,
-                                         grid=bool(cfg.grid))
+        init_fn, _ = make_chunked(ba.algo, one.structure, cfg.record_every, cfg.record_every,
+                                  one.problem_per_seed, grid=bool(cfg.grid))
         with dp.shapes_only():  # the DP's answer has the shape of its start: not traced
             carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
-            move_cost = jnp.asarray(ba.move_cost, one.dtype)
-            record.append(jax.eval_shape(chunk_fn, carry, 0, keys, one.problem, ba.params,
-                                         move_cost)[1])
         carries.append(carry)
+        record.append(carry_record(carry))  # a record is fields of the carry: no round traced
     axes = seed_axes(one.problem, one.problem_per_seed) or [None] * len(one.problem)
     per_seed = [v for v, ax in zip(one.problem, axes) if ax is not None]
     shared = [v for v, ax in zip(one.problem, axes) if ax is None]

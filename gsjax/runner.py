@@ -50,7 +50,7 @@ from gsjax.problem import (Problem, Structure, at_scopes, observe, round_draws, 
 
 __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
-    "seed_keys", "init_carry", "advance", "advance_compact", "run", "make_chunked",
+    "seed_keys", "init_carry", "carry_record", "advance", "advance_compact", "run", "make_chunked",
     "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
     "seed_batch", "unpad", "drive", "jit", "compiler_options", "default_cache_dir",
     "use_compilation_cache",
@@ -213,8 +213,9 @@ def scan_blocks(round_fn, record_fn, carry, num_rounds: int, record_every: int, 
     return jax.lax.scan(block, carry, t0 + jnp.arange(0, num_rounds, record_every))
 
 
-def _record(carry: Carry) -> Records:
-    """A bandit record: the cumulative totals and the state played (the carry's ``s_prev``)."""
+def carry_record(carry: Carry) -> Records:
+    """A bandit record: the cumulative totals and the state played (the carry's ``s_prev``).
+    Fields of the carry only, so a record's shapes follow from the carry's."""
     tot = carry.totals
     return Records(cum_regret=tot.prediction_regret, cum_movement=tot.movement_cost,
                    cum_updates=tot.updates, cum_changes=tot.changes, cum_triggers=tot.triggers,
@@ -329,7 +330,7 @@ def advance(carry: Carry, t0, seed_key: jax.Array, algo: BanditAlgorithm, struct
     """Rounds ``t0+1 .. t0+num_rounds`` of one seed (``t0`` may be traced); ``checkpoint``:
     rematerialise each record block in reverse mode (:func:`scan_blocks`)."""
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_key)
-    return scan_blocks(round_, _record, carry, num_rounds, record_every, t0, checkpoint)
+    return scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0, checkpoint)
 
 
 def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorithm,
@@ -346,7 +347,7 @@ def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorit
     """
     pax = seed_axes(problem, problem_per_seed)
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
-    carry, records = scan_blocks(round_, _record, carry, num_rounds, record_every, t0)
+    carry, records = scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
     return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
 
 
