@@ -6,6 +6,7 @@
     python benchmarks/ab_round.py --change vertex_write --kind linucb
     python benchmarks/ab_round.py --change shared --kind async_lazy
     python benchmarks/ab_round.py --change noise_inplace --kind linucb
+    python benchmarks/ab_round.py --change noise_packed --kind lazy
 
 Each change rebuilds the program as it was before it (A) beside gsjax's (B); outputs are checked
 equal bit for bit, then the calls are alternated repetition by repetition in this process
@@ -31,6 +32,10 @@ equal bit for bit, then the calls are alternated repetition by repetition in thi
 * ``noise_axis`` (2026-12-04, tried and dropped): A draws the round's Philox words with the
   blocks on one array axis (``gsjax.philox.UNROLLED_BLOCKS = 0``, one fusion for the normals,
   fewer kernels), B is gsjax's one array per word; a speed-up above 1 is gsjax's lead.
+* ``noise_packed`` (2026-12-05, tried and dropped): A runs Philox's rounds on two ``uint64``
+  lanes per block (``c0:c1`` and ``c2:c3``: a round is one multiply, two shifts and two xors
+  per lane, the same words bit for bit), half the arrays of gsjax's four ``uint32`` words; B is
+  gsjax's; a speed-up above 1 is gsjax's lead.
 * ``noise_inplace`` (2026-12-04): :func:`gsjax.philox.normals`' one-trip loop reads the Philox
   words and makes the uniforms itself; A hands it the uniforms, which XLA may overwrite with
   the normals in place (LinUCB's program does), where LLVM's vectorised loop takes its scalar
@@ -79,6 +84,23 @@ from gsjax.problem import seed_rows  # noqa: E402
 def _plain_normals(root, seed_id, round_, num, stream=0, precision="float32"):
     u = philox.uniforms(root, seed_id, round_, num, stream, precision)
     return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+
+def _packed_philox(counter, key, rounds=philox.ROUNDS):
+    """:func:`gsjax.philox.philox4x32` on two ``uint64`` lanes, ``p = c0:c1``, ``q = c2:c3``:
+    ``c0' = hi(c2 M1) ^ c1 ^ k0, c1' = lo(c2 M1)`` is ``p' = (q >> 32) M1 ^ ((p ^ k0) << 32)``
+    (the key's carry out of the low half is shifted out), and likewise for ``q``."""
+    u32, u64 = jnp.uint32, jnp.uint64
+    with jax.enable_x64(True):
+        c0, c1, c2, c3 = (jnp.asarray(c, u32).astype(u64) for c in counter)
+        k0, k1 = (jnp.asarray(k, u32).astype(u64) for k in key)
+        p, q = (c0 << 32) | c1, (c2 << 32) | c3
+        for r in range(rounds):
+            if r:
+                k0, k1 = k0 + u64(philox.WEYL[0]), k1 + u64(philox.WEYL[1])
+            p, q = (((q >> 32) * u64(philox.MULTIPLIERS[1])) ^ ((p ^ k0) << 32),
+                    ((p >> 32) * u64(philox.MULTIPLIERS[0])) ^ ((q ^ k1) << 32))
+        return (p >> 32).astype(u32), p.astype(u32), (q >> 32).astype(u32), q.astype(u32)
 
 
 def _inplace_normals(root, seed_id, round_, num, stream=0, precision="float32"):
@@ -180,6 +202,8 @@ def _one(change: str):
         return philox, "UNROLLED_BLOCKS", 0
     if change == "noise_inplace":
         return philox, "normals", _inplace_normals
+    if change == "noise_packed":
+        return philox, "philox4x32", _packed_philox
     return philox, "normals", _plain_normals
 
 
@@ -201,7 +225,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--change", default="noise",
                     choices=("inverse", "noise", "problem", "vertex_write", "union", "shared",
-                             "bonus", "noise_axis", "noise_inplace", "elementwise", "first_min"))
+                             "bonus", "noise_axis", "noise_packed", "noise_inplace",
+                             "elementwise", "first_min"))
     ap.add_argument("--kind", default="lazy")
     ap.add_argument("--seeds", type=int, default=1024)
     ap.add_argument("--horizon", type=int, default=400)
