@@ -47,7 +47,7 @@ def _setup(features, dtype, gamma, sigma, num_seeds, seed=0):
                                       theta_scale=gamma, noise_sigma=sigma, dtype=dtype)
     keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(seed + 100),
                                                             jnp.arange(num_seeds))
-    return scopes, structure, jax.vmap(make)(keys)
+    return scopes, structure, jax.jit(jax.vmap(make))(keys)  # as a config builds them
 
 
 def _run(structure, problems, spec, adaptive, params, horizon, num_seeds, record_every=1):
@@ -92,7 +92,7 @@ def _feedback(keys, structure, problems, actions):
             return P.observe(P.round_draws(key, t), structure, prob, a).y
         return jax.vmap(obs)(jnp.arange(1, horizon + 1), acts)
 
-    return np.asarray(jax.vmap(one)(keys, problems, actions), np.float64)
+    return np.asarray(jax.jit(jax.vmap(one))(keys, problems, actions), np.float64)
 
 
 TAU, HORIZON, GAMMA, LAM, BETA = 30, 40, 0.3, 1.0, 0.7

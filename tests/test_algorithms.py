@@ -39,7 +39,7 @@ def _block_problem(dtype, num_blocks=3, block_dim=2, seed=5, sigma=0.5):
 def _runner_noise(seed_key, structure, prob, horizon):
     """The noise the runner draws in rounds 1..T (module docstring of gsjax.runner)."""
     draw = lambda t: P.draw_noise(P.round_draws(seed_key, t), structure, prob)
-    return np.asarray(jax.vmap(draw)(jnp.arange(1, horizon + 1)))
+    return np.asarray(jax.jit(jax.vmap(draw))(jnp.arange(1, horizon + 1)))
 
 
 # --------------------------------------------------------------------------------------------

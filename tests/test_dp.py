@@ -661,11 +661,11 @@ def test_pgd_gap_is_pgds_lcb_above_the_brute_force_minimum(x64):
         s_init = rng.uniform(size=n)
         free = np.ones(n, bool) if trial == 0 else rng.uniform(size=n) < 0.7
         spec = AgentSpec(solver="pgd", pgd_steps=steps, pgd_starts=2, pgd_gap=True, dp_plan=plan)
-        objective = lcb.node_objective(structure, problem, *(jnp.asarray(x) for x in
-                                                              (theta, inv, beta)))
         params = type("P", (), {"pgd_lr": jnp.asarray(0.05)})()
-        s, value, gap = solve_objective(jax.random.key(trial), spec, params, objective,
-                                        jnp.asarray(s_init), jnp.asarray(free))
+        solve = jax.jit(lambda key, th, iv, bt, s, f, spec=spec, params=params: solve_objective(
+            key, spec, params, lcb.node_objective(structure, problem, th, iv, bt), s, f))
+        s, value, gap = solve(jax.random.key(trial), *(jnp.asarray(x) for x in
+                                                       (theta, inv, beta, s_init, free)))
         _, _, low = _brute_force(scopes, theta, inv, beta, s_init, free, 2.0 ** -52)
         _, at_s, _ = _brute_force(scopes, theta, inv, beta, np.asarray(s), np.zeros(n, bool),
                                   2.0 ** -52)

@@ -100,10 +100,11 @@ def test_nodewise_view_matches_joint_model_and_reference(x64, kind, mixing):
     structure, prob = _factor_problem(jnp.float64, kind, mixing)
     rng = np.random.default_rng(0)
     w_joint = np.asarray(factor.joint_theta(prob))
+    views = jax.jit(lambda s: (P.expected_losses(structure, prob, s),  # node-wise view
+                               factor.joint_features(structure, prob, s)))
     for s in rng.uniform(size=(5, LAYOUT.num_coords)):
         ref = _np_node_losses(LAYOUT, prob, kind, s)
-        mu = np.asarray(P.expected_losses(structure, prob, jnp.asarray(s)))  # node-wise view
-        psi = np.asarray(factor.joint_features(structure, prob, jnp.asarray(s)))
+        mu, psi = (np.asarray(x) for x in views(jnp.asarray(s)))
         np.testing.assert_allclose(mu, ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(psi, _np_psi(LAYOUT, prob, kind, s), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(psi @ w_joint, ref, rtol=1e-12, atol=1e-12)
@@ -172,10 +173,9 @@ def test_joint_stats_equal_stacked_ridge(x64, refresh_every, method):
         lambda: runner.run(seed_key, algo, structure, prob, params, 0.1, horizon, 1)
     )()
     actions = np.asarray(rec.action)  # (T, n)
-    eta = np.stack([
-        np.asarray(P.draw_noise(P.round_draws(seed_key, t), structure, prob))
-        for t in range(1, horizon + 1)
-    ])
+    eta = np.asarray(jax.jit(jax.vmap(lambda t: P.draw_noise(P.round_draws(seed_key, t),
+                                                             structure, prob)))(
+        jnp.arange(1, horizon + 1)))
     w = np.asarray(factor.joint_theta(prob))
     psis = np.stack([_np_psi(LAYOUT, prob, "linear", a) for a in actions])  # (T, k, p)
     p = psis.shape[-1]

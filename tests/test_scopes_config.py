@@ -38,7 +38,7 @@ SCOPES = {"structure": "scopes", "scopes": [[0, 1], [1, 2, 3], [3], [4, 0]]}
 
 def _noise(seed_key, structure, prob, horizon):
     draw = lambda t: P.draw_noise(P.round_draws(seed_key, t), structure, prob)  # noqa: E731
-    return np.asarray(jax.vmap(draw)(jnp.arange(1, horizon + 1)))
+    return np.asarray(jax.jit(jax.vmap(draw))(jnp.arange(1, horizon + 1)))
 
 
 @pytest.mark.parametrize("name", ["linucb", "lazy", "async_lazy"])
