@@ -50,7 +50,7 @@ def _default_xla_flag(flag: str, value: str) -> None:
 # ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
 # batched contractions slower than XLA's own loops: off for every computation of a process that
 # imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
-# pass it as a compile option, gsjax.runner.COMPILER_OPTIONS). An XLA_FLAGS that names the
+# pass it as a compile option, gsjax.xla.COMPILER_OPTIONS). An XLA_FLAGS that names the
 # option already is left as it is.
 _default_xla_flag(_YNN, "")
 

@@ -52,6 +52,7 @@ from gsjax.runner import (
     SweepResult,
     auto_chunk,
     carry_record,
+    jit,
     make_chunked,
     seed_keys,
     sweep,
@@ -309,7 +310,7 @@ def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
         theta_scale=th.scale, noise_sigma=pc.noise.sigma, s0=pc.s0,
         rff_lengthscale=pc.rff_lengthscale, dtype=dtype)
     problem_key = jax.random.key(th.seed)
-    call = jax.eval_shape if _SHAPES_ONLY.get() else (lambda f, x: jax.jit(f)(x))
+    call = jax.eval_shape if _SHAPES_ONLY.get() else (lambda f, x: jit(f)(x))
     if th.per_seed and th.distribution != "explicit":
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(problem_key, seed_ids)
         return call(jax.vmap(make, out_axes=DRAW_AXES), keys), True

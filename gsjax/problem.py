@@ -41,7 +41,7 @@ from gsjax.checks import (
     positive_integer,
     shape_and_values,
 )
-from gsjax import philox
+from gsjax import philox, xla
 from gsjax.graphs import Scopes, check_scopes, scopes_are_blocks, scopes_are_disjoint
 
 __all__ = [
@@ -714,8 +714,8 @@ def compiled_build(build, key, **kwargs):
     """``build(key, **kwargs)``, a problem builder, as one compiled program when ``key`` is
     concrete: run eagerly, each of its operations would compile on its own (a quadratic problem's
     ``s*`` search: ~110 programs, seconds). The program is that of a config's run, which builds
-    inside ``jit`` (:mod:`gsjax.experiment`), and is kept for the same arguments (the last
-    few), so building a problem again compiles nothing. The keywords stay Python values in the
+    inside :func:`gsjax.xla.jit` too (:mod:`gsjax.experiment`), and is kept for the same
+    arguments (the last few), so building a problem again compiles nothing. The keywords stay Python values in the
     trace, so the builder's argument checks see them. Traced ``key`` (under the caller's
     ``jit`` or ``vmap``), a traced or unhashable keyword: ``build`` is called directly."""
     if is_traced((key, kwargs)):
@@ -726,7 +726,7 @@ def compiled_build(build, key, **kwargs):
         return build(key, **kwargs)
     fn = _BUILDS.get(token)
     if fn is None:
-        fn = jax.jit(lambda k: build(k, **kwargs))
+        fn = xla.jit(lambda k: build(k, **kwargs))
         if len(_BUILDS) >= _BUILDS_KEPT:
             del _BUILDS[next(iter(_BUILDS))]
         _BUILDS[token] = fn

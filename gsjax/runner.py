@@ -9,9 +9,9 @@ environment samples with ``jax.random``); ``fold_in(key_t, 1)`` is the ``act`` k
 or 1000 seeds, and the same whatever rounds are run in a call. Keys nobody reads (a vertex
 solver takes none) are dropped by XLA.
 
-Top-level programs are compiled with :func:`compiler_options` (:func:`jit`, :func:`drive`; on
-CPU, XLA's YNNPACK fusions off: they run the small batched contractions of a round 1.8x
-slower).
+Top-level programs are compiled with :func:`gsjax.xla.compiler_options` (:func:`gsjax.xla.jit`,
+re-exported here, and :func:`drive`; on CPU, XLA's YNNPACK fusions and its newer fusion
+emitters off).
 
 Per-round outputs are reduced on device: totals over the run (:class:`RunTotals`) and, every
 ``record_every`` rounds, the cumulative curves and the played state (:class:`Records`). With
@@ -44,6 +44,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from gsjax import distributed
+from gsjax.xla import COMPILER_OPTIONS, compiler_options, jit
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
 from gsjax.problem import (Problem, Structure, at_scopes, observe, round_draws, seed_axes,
                            seed_rows)
@@ -52,43 +53,10 @@ __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
     "seed_keys", "init_carry", "carry_record", "advance", "advance_compact", "run", "make_chunked",
     "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
-    "seed_batch", "unpad", "drive", "jit", "compiler_options", "default_cache_dir",
+    "seed_batch", "unpad", "drive", "jit", "compiler_options", "COMPILER_OPTIONS",
+    "default_cache_dir",
     "use_compilation_cache",
 ]
-
-
-#: XLA options of gsjax's compiled runs where the compiler accepts them (:func:`compiler_options`).
-COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_use_fusion_emitters": False}
-_accepted: dict = {}
-
-
-def compiler_options() -> dict:
-    """:data:`COMPILER_OPTIONS` on a CPU backend whose XLA knows them, else ``{}``.
-
-    On CPU, XLA hands fusions holding small batched contractions (the LCB's quadratic forms
-    over ``(seeds, k, vertices, d)``) to YNNPACK, which runs them slower than its own loops:
-    turning that off made the Section 7.2 LinUCB sweep 1.8x faster (``benchmarks/run.py``).
-    XLA's newer (MLIR) fusion emitters are off too: its older loop emitter ran the Section 7.2
-    sweeps 1.1-1.4x faster with outputs equal bit for bit (``benchmarks/compiler_flags.py``).
-    Checked once per backend by compiling a trivial program; a JAX whose XLA dropped the
-    option runs with the defaults instead of failing.
-    """
-    backend = jax.default_backend()
-    if backend not in _accepted:
-        opts = COMPILER_OPTIONS if backend == "cpu" else {}
-        try:
-            jax.jit(lambda x: x + 1, compiler_options=opts).lower(1.0).compile()
-        except Exception:  # noqa: BLE001 -- an XLA without the option: run with its defaults
-            opts = {}
-        _accepted[backend] = opts
-    return _accepted[backend]
-
-
-def jit(fn, **kwargs):
-    """``jax.jit(fn, **kwargs)`` with :func:`compiler_options`, for a top-level program (XLA
-    takes options only there: jitted parts are plain ``jax.jit`` and :func:`drive` passes
-    the options when it compiles them)."""
-    return jax.jit(fn, compiler_options=compiler_options(), **kwargs)
 
 
 def default_cache_dir() -> Path | None:

@@ -18,7 +18,8 @@ PKG = Path(__file__).resolve().parents[1] / "gsjax"
 
 # Lower number = lower layer (see docs/concepts/layout.md).
 LAYERS = {
-    0: ["checks", "linalg", "graphs", "results", "adult", "philox", "commands", "distributed", "es"],
+    0: ["checks", "linalg", "graphs", "results", "adult", "philox", "commands", "distributed", "es",
+        "xla"],
     1: ["problem", "factor", "fairness", "lcb", "dp", "oco.problem"],
     2: ["algorithms", "algorithms.*", "oco.algorithms", "oco"],
     3: ["runner", "relaxed", "checkpoint", "oco.runner", "plotting", "oco.plotting"],

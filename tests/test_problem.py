@@ -170,7 +170,7 @@ def test_make_problem_is_the_configs_program_compiled_once():
     """With a concrete key, ``make_problem`` and ``make_factor_problem`` build in one compiled
     program: the one a config's run compiles (they build inside ``jit``), bit for bit; the same
     arguments again compile nothing; under ``vmap`` (a traced key) they are traced inline."""
-    from gsjax import factor
+    from gsjax import factor, xla
 
     compiles = []
     listener = lambda event, dur, **kw: compiles.append(event) if event.endswith(  # noqa: E731
@@ -185,7 +185,7 @@ def test_make_problem_is_the_configs_program_compiled_once():
     try:
         for build in builders:
             direct = build(key)
-            assert _leaves_equal(direct, jax.jit(build)(key))  # the config path's program
+            assert _leaves_equal(direct, xla.jit(build)(key))  # the config path's program
             del compiles[:]
             assert _leaves_equal(build(key), direct)
             assert compiles == []  # kept: nothing traced or compiled again
