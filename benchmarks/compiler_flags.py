@@ -4,6 +4,9 @@
     python benchmarks/compiler_flags.py --kind linucb --repeats 10
     python benchmarks/compiler_flags.py --workload sparse_graph --seeds 256 --horizon 100
 
+Variants: XLA's newer fusion emitters on (its default, off in gsjax), LLVM's expensive passes
+off (a shorter compile; 2026-12-05: lazy 1.17x slower, tried and dropped).
+
 Each variant is ``runner.make_sweep``'s program (as ``benchmarks/run.py``'s ``gsjax`` row)
 compiled with gsjax's options (:data:`gsjax.runner.COMPILER_OPTIONS`) with one option changed.
 The variants' outputs are checked equal bit for bit, then the calls are alternated repetition
@@ -37,6 +40,7 @@ from gsjax.algorithms import AgentSpec, make  # noqa: E402
 VARIANTS = {
     "gsjax": {},
     "fusion emitters on (XLA's default)": {"xla_cpu_use_fusion_emitters": True},
+    "LLVM's expensive passes off": {"xla_llvm_disable_expensive_passes": True},
 }
 
 
