@@ -1,4 +1,5 @@
-"""Argument checks shared by the low-level constructors (host side, NumPy only).
+"""Argument checks shared by the low-level constructors (host side, NumPy only), and
+:func:`remember`, their bounded memo.
 
 Each raises ``ValueError`` with a message that starts with the argument's name (callers pass
 ``"function: argument"``). Values are checked only when concrete: under ``jit``/``vmap`` a traced
@@ -12,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["integer", "positive_integer", "is_traced", "shape_and_values", "check_bounds",
-           "check_float_dtype"]
+           "check_float_dtype", "remember"]
 
 
 def integer(value, name: str) -> int:
@@ -74,3 +75,18 @@ def check_float_dtype(dtype, name: str) -> None:
         ok = False
     if not ok:
         raise ValueError(f"{name}: expected a floating dtype, got {dtype!r}")
+
+
+def remember(store: dict, limit: int, key, make):
+    """``store[key]``, made by ``make()`` the first time and kept, the oldest entry dropped once
+    ``store`` holds ``limit``; an unhashable ``key``: ``make()``, kept nowhere."""
+    try:
+        found = key in store
+    except TypeError:
+        return make()
+    if not found:
+        value = make()
+        if len(store) >= limit:
+            del store[next(iter(store))]
+        store[key] = value
+    return store[key]

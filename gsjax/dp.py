@@ -82,6 +82,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gsjax.checks import remember
 from gsjax.graphs import Scopes
 from gsjax.lcb import _TINY, Objective, bit_table, first_pick, lcb_terms
 
@@ -493,16 +494,8 @@ def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bo
     index, mask = np.asarray(scopes.index), np.asarray(scopes.mask)
     key = (int(scopes.num_coords), index.shape, str(index.dtype), index.tobytes(),
            mask.tobytes(), max_table, exact_ties, levels)
-    try:
-        hash(key)
-    except TypeError:  # an option of the wrong type: the Plan names it
-        return Plan(scopes, max_table, exact_ties, levels)
-    if key not in _PLANS:
-        plan = Plan(scopes, max_table, exact_ties, levels)
-        if len(_PLANS) >= _PLANS_KEPT:
-            del _PLANS[next(iter(_PLANS))]
-        _PLANS[key] = plan
-    return _PLANS[key]
+    # an option of the wrong type (an unhashable key): the Plan names it
+    return remember(_PLANS, _PLANS_KEPT, key, lambda: Plan(scopes, max_table, exact_ties, levels))
 
 
 _SHAPES_ONLY = contextvars.ContextVar("gsjax_dp_shapes_only", default=False)

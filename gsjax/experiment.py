@@ -52,11 +52,11 @@ from gsjax.runner import (
     SweepResult,
     auto_chunk,
     carry_record,
-    jit,
     make_chunked,
     seed_keys,
     sweep,
 )
+from gsjax.xla import jit
 
 __all__ = [
     "BuiltAlgorithm",

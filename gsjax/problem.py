@@ -39,6 +39,7 @@ from gsjax.checks import (
     check_float_dtype,
     is_traced,
     positive_integer,
+    remember,
     shape_and_values,
 )
 from gsjax import philox, xla
@@ -724,12 +725,7 @@ def compiled_build(build, key, **kwargs):
         token = (build, _frozen(kwargs))
     except TypeError:
         return build(key, **kwargs)
-    fn = _BUILDS.get(token)
-    if fn is None:
-        fn = xla.jit(lambda k: build(k, **kwargs))
-        if len(_BUILDS) >= _BUILDS_KEPT:
-            del _BUILDS[next(iter(_BUILDS))]
-        _BUILDS[token] = fn
+    fn = remember(_BUILDS, _BUILDS_KEPT, token, lambda: xla.jit(lambda k: build(k, **kwargs)))
     return fn(key)
 
 

@@ -494,3 +494,14 @@ def test_runner_accepts_one_round():
     coef = np.asarray(P.linear_coefficients(st, prob))
     np.testing.assert_allclose(float(totals.prediction_regret),
                                coef @ action - float(prob.loss_star), rtol=1e-5, atol=1e-6)
+
+
+def test_remember_keeps_the_last_entries_and_makes_each_once():
+    from gsjax.checks import remember
+
+    made, store = [], {}
+    make = lambda k: lambda: made.append(k) or f"v{k}"  # noqa: E731
+    for k in (1, 2, 1, 3, 1, 4):  # limit 2: 3 drops 1 (the oldest made), 4 drops 3
+        assert remember(store, 2, k, make(k)) == f"v{k}"
+    assert made == [1, 2, 3, 1, 4] and list(store) == [1, 4]
+    assert remember(store, 2, [5], make(5)) == "v5" and list(store) == [1, 4]  # unhashable
