@@ -165,14 +165,22 @@ def test_masked_lcb_equals_reduced_numpy_lcb(x64):
     num_seeds = actions.shape[0]
     sup = A.super_structure(structure)
     verts = np.array(list(itertools.product((0.0, 1.0), repeat=K)))
+
+    @jax.jit  # one program for every seed (eagerly, each operation compiles on its own)
+    def code(prob, st, keep):
+        lprob = A.super_problem(structure, prob, keep)
+        th_code = A.restricted_theta_hat(st, lprob.feat_mask)
+        values = jax.vmap(lambda x: lcb.lcb_value(sup, lprob, x, th_code, st.inv, params.beta))(
+            jnp.asarray(verts))
+        # the policy after the last update: the reduced problem's exact LCB minimiser
+        return values, lcb.minimise_vertex(sup, lprob, th_code, st.inv, params.beta, prob.s0,
+                                           jnp.ones((K,), bool))[0]
+
     for s in range(num_seeds):
         prob = jax.tree_util.tree_map(lambda a: a[s], probs)
         st = jax.tree_util.tree_map(lambda a: a[s], state.stats)
         keep = state.graph[s]
-        lprob = A.super_problem(structure, prob, keep)
-        th_code = A.restricted_theta_hat(st, lprob.feat_mask)
-        code_lcb = jax.jit(jax.vmap(lambda x: lcb.lcb_value(
-            sup, lprob, x, th_code, st.inv, params.beta)))(jnp.asarray(verts))
+        code_lcb, s_code = code(prob, st, keep)
         # NumPy: the reduced problem, criterion by criterion, features of the kept coordinates.
         own = np.asarray(prob.scopes)[:, 0]
         ref = np.zeros(len(verts))
@@ -189,8 +197,6 @@ def test_masked_lcb_equals_reduced_numpy_lcb(x64):
         np.testing.assert_allclose(np.asarray(code_lcb), ref, rtol=1e-9, atol=1e-9)
         # The policy after the last update is the reduced problem's exact LCB minimiser
         # (vertex solver; the last re-minimisation used the statistics of that round).
-        s_code, _, _ = lcb.minimise_vertex(sup, lprob, th_code, st.inv, params.beta, prob.s0,
-                                           jnp.ones((K,), bool))
         assert np.isclose(ref[np.argmin(ref)], ref[int(np.argmax(
             np.all(verts == np.asarray(s_code), axis=1)))], rtol=1e-12, atol=1e-12)
 
