@@ -488,8 +488,8 @@ def test_runner_accepts_one_round():
     st = P.make_structure(scopes, "linear", "independent")
     prob = P.make_problem(jax.random.key(0), st, scopes)
     algo = make("lazy", st, AgentSpec())
-    _, totals, rec = runner.run(jax.random.key(1), algo, st, prob, AgentParams.create(2), 0.1,
-                                1, 1)
+    _, totals, rec = jax.jit(lambda key, prob: runner.run(  # one program, not one per operation
+        key, algo, st, prob, AgentParams.create(2), 0.1, 1, 1))(jax.random.key(1), prob)
     action = np.asarray(rec.action)[0]
     coef = np.asarray(P.linear_coefficients(st, prob))
     np.testing.assert_allclose(float(totals.prediction_regret),
