@@ -716,9 +716,10 @@ def compiled_build(build, key, **kwargs):
     concrete: run eagerly, each of its operations would compile on its own (a quadratic problem's
     ``s*`` search: ~110 programs, seconds). The program is that of a config's run, which builds
     inside :func:`gsjax.xla.jit` too (:mod:`gsjax.experiment`), and is kept for the same
-    arguments (the last few), so building a problem again compiles nothing. The keywords stay Python values in the
-    trace, so the builder's argument checks see them. Traced ``key`` (under the caller's
-    ``jit`` or ``vmap``), a traced or unhashable keyword: ``build`` is called directly."""
+    arguments (the last few, :func:`gsjax.checks.remember`), so building a problem again
+    compiles nothing. The keywords stay Python values in the trace, so the builder's argument
+    checks see them. Traced ``key`` (under the caller's ``jit`` or ``vmap``), a traced or
+    unhashable keyword: ``build`` is called directly."""
     if is_traced((key, kwargs)):
         return build(key, **kwargs)
     try:
