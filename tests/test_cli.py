@@ -211,31 +211,22 @@ def test_split_seed_ranges_merge_to_the_single_run(tmp_path):
     assert rc == 2
 
 
-def test_progress_lines_when_not_on_a_terminal(tmp_path):
+def test_progress_lines_when_not_on_a_terminal(tmp_path, capsys):
+    # In this process: captured stderr is not a terminal, as a pipe is not (the command itself
+    # in a subprocess: test_python_dash_m_and_console_script_agree).
     cfg_path = _write(tmp_path, TINY)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "o"),
-         "--chunk", "3"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if "round" in l]
+    assert gsjax_main(["run", str(cfg_path), "--out", str(tmp_path / "o"), "--chunk", "3"]) == 0
+    err = capsys.readouterr().err
+    lines = [l for l in err.splitlines() if "round" in l]
     # 3 algorithms x 4 chunks of 3 rounds; rates from the second report on.
-    assert len(lines) == 12, proc.stderr
+    assert len(lines) == 12, err
     assert lines[0].strip() == "linucb: round 3/12"
     assert "seed-rounds/s" in lines[1] and "s left" in lines[1]
-    quiet = subprocess.run(  # the same chunks: the programs come from the session's cache
-        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "q"),
-         "--chunk", "3", "--quiet"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
-    bad = subprocess.run(
-        [sys.executable, "-m", "gsjax", "run", str(cfg_path), "--out", str(tmp_path / "b"),
-         "--chunk", "5"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --chunk:")
+    assert gsjax_main(["run", str(cfg_path), "--out", str(tmp_path / "q"), "--chunk", "3",
+                       "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert gsjax_main(["run", str(cfg_path), "--out", str(tmp_path / "b"), "--chunk", "5"]) == 2
+    assert capsys.readouterr().err.startswith("error: --chunk:")
 
 
 def test_reproduce_runs_the_long_experiments_only_when_asked(tmp_path, monkeypatch):

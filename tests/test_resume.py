@@ -58,7 +58,7 @@ def _checkpoint_meta(folder):
         return None
 
 
-def test_sigkill_then_resume_is_bit_identical(tmp_path):
+def test_sigkill_then_resume_is_bit_identical(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
     ref = _run(cfg, tmp_path / "ref")
@@ -85,10 +85,14 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
     meta = _checkpoint_meta(out)
     assert meta is not None and meta["completed"]
 
-    # A changed config is refused, and the checkpoint is kept.
-    bad = _run(cfg, out, "--set", "agent.beta=0.9")
-    assert bad.returncode == 2
-    assert bad.stderr.startswith("error: <resume>:") and "refusing to mix" in bad.stderr
+    # A changed config is refused, and the checkpoint is kept (in this process: refused before
+    # anything is built).
+    from gsjax import cli
+
+    assert cli.main(["run", str(cfg), "--out", str(out), "--chunk", "20", "--quiet",
+                     "--set", "agent.beta=0.9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: <resume>:") and "refusing to mix" in err
     assert (out / "checkpoint.npz").exists()
 
     # The same command resumes; --resume DIR would do the same.
