@@ -25,9 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def child(kind: str, seeds: int, rounds: int, repeats: int) -> dict:
+def child(kind: str, seeds: int, rounds: int, repeats: int, start: int = 0,
+          devices: int | None = None) -> dict:
+    """Time ``runner.sweep`` over the seeds ``start .. start + seeds - 1`` in this process
+    (``devices``: set JAX's CPU device count first; else the XLA flags decide): compile once,
+    then the median of ``repeats`` runs. Also used by ``benchmarks/processes.py``."""
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
     import jax
+
+    if devices is not None:
+        jax.config.update("jax_num_cpu_devices", devices)
     import numpy as np
     import workloads as W
 
@@ -38,8 +45,8 @@ def child(kind: str, seeds: int, rounds: int, repeats: int) -> dict:
     algo = make(kind, w["structure"], AgentSpec(**w["spec"]))
 
     def once():
-        return runner.sweep(jax.random.key(0), np.arange(seeds), algo, w["structure"],
-                            w["problem"], W.params(w), w["move_cost"], rounds,
+        return runner.sweep(jax.random.key(0), np.arange(start, start + seeds), algo,
+                            w["structure"], w["problem"], W.params(w), w["move_cost"], rounds,
                             record_every=rounds)
 
     r = once()
@@ -47,8 +54,9 @@ def child(kind: str, seeds: int, rounds: int, repeats: int) -> dict:
     for _ in range(repeats):
         r = once()
         times.append(r.run_seconds)
+    regret = np.asarray(r.totals.prediction_regret, np.float64)
     return {"devices": jax.device_count(), "run_s": statistics.median(times),
-            "regret": float(np.mean(r.totals.prediction_regret))}
+            "regret": float(np.mean(regret)), "regret_sum": float(np.sum(regret))}
 
 
 def main(argv=None) -> None:

@@ -21,37 +21,8 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def child(kind: str, devices: int, start: int, seeds: int, rounds: int, repeats: int) -> dict:
-    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", devices)
-    import numpy as np
-    import workloads as W
-
-    from gsjax import runner
-    from gsjax.algorithms import AgentSpec, make
-
-    w = W.section7_2()
-    algo = make(kind, w["structure"], AgentSpec(**w["spec"]))
-
-    def once():
-        return runner.sweep(jax.random.key(0), np.arange(start, start + seeds), algo,
-                            w["structure"], w["problem"], W.params(w), w["move_cost"], rounds,
-                            record_every=rounds)
-
-    once()
-    times = []
-    for _ in range(repeats):
-        r = once()
-        times.append(r.run_seconds)
-    return {"run_s": statistics.median(times),
-            "regret": float(np.sum(np.asarray(r.totals.prediction_regret, np.float64)))}
+from devices import child  # the same timed sweep, in this folder
 
 
 def _start(cmd: list[str], core: int | None = None) -> subprocess.Popen:
@@ -78,8 +49,9 @@ def main(argv=None) -> None:
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        kind, *nums = args.child
-        print(json.dumps(child(kind, *map(int, nums))))
+        kind, devices, start, seeds, rounds, repeats = args.child
+        print(json.dumps(child(kind, int(seeds), int(rounds), int(repeats), start=int(start),
+                               devices=int(devices))))
         return
     cores, seeds = args.cores, args.seeds
     if seeds % cores:
@@ -91,9 +63,9 @@ def main(argv=None) -> None:
         procs = [_start([args.kind, 1, i * share, share, args.rounds, args.repeats], core=i)
                  for i in range(cores)]
         b = [_result(p) for p in procs]
-        total = sum(x["regret"] for x in b)
-        if abs(total - a["regret"]) > 1e-6 * abs(a["regret"]):
-            raise SystemExit(f"regret differs: one process {a['regret']}, pinned {total}")
+        total = sum(x["regret_sum"] for x in b)
+        if abs(total - a["regret_sum"]) > 1e-6 * abs(a["regret_sum"]):
+            raise SystemExit(f"regret differs: one process {a['regret_sum']}, pinned {total}")
         a_times.append(a["run_s"])
         b_times.append(max(x["run_s"] for x in b))
         print(f"one process, {cores} devices: {a['run_s']:.4f} s; {cores} pinned processes: "
