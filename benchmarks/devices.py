@@ -26,11 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def child(kind: str, seeds: int, rounds: int, repeats: int, start: int = 0,
-          devices: int | None = None) -> dict:
+          devices: int | None = None, record_every: int | None = None, tree=ROOT) -> dict:
     """Time ``runner.sweep`` over the seeds ``start .. start + seeds - 1`` in this process
-    (``devices``: set JAX's CPU device count first; else the XLA flags decide): compile once,
-    then the median of ``repeats`` runs. Also used by ``benchmarks/processes.py``."""
-    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+    (``devices``: set JAX's CPU device count first; else the XLA flags decide; a record every
+    ``record_every`` rounds, default one at the end): compile once, then the median of
+    ``repeats`` runs. ``tree``: the gsjax source folder imported (this checkout by default).
+    Also used by ``benchmarks/processes.py`` and ``benchmarks/ab_trees.py``."""
+    sys.path[:0] = [str(tree), str(ROOT / "benchmarks")]
     import jax
 
     if devices is not None:
@@ -47,7 +49,7 @@ def child(kind: str, seeds: int, rounds: int, repeats: int, start: int = 0,
     def once():
         return runner.sweep(jax.random.key(0), np.arange(start, start + seeds), algo,
                             w["structure"], w["problem"], W.params(w), w["move_cost"], rounds,
-                            record_every=rounds)
+                            record_every=record_every or rounds)
 
     r = once()
     times = []
@@ -56,7 +58,9 @@ def child(kind: str, seeds: int, rounds: int, repeats: int, start: int = 0,
         times.append(r.run_seconds)
     regret = np.asarray(r.totals.prediction_regret, np.float64)
     return {"devices": jax.device_count(), "run_s": statistics.median(times),
-            "regret": float(np.mean(regret)), "regret_sum": float(np.sum(regret))}
+            "compile_s": r.compile_seconds, "regret": float(np.mean(regret)),
+            "regret_sum": float(np.sum(regret)),
+            "records_sum": float(np.sum(np.asarray(r.records.cum_regret, np.float64)))}
 
 
 def main(argv=None) -> None:
