@@ -311,12 +311,13 @@ def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorit
     round follows the number of seeds that re-optimise in it (DESIGN section 4). The round loop
     is a ``lax.scan`` outside the seed axis, with a data-dependent ``while_loop`` over solver
     chunks inside: not reverse-mode differentiable (use :func:`advance` for gradients).
-    Records are seed-first, ``(S, R, ...)``, as ``vmap(advance)``'s.
+    Records are round-major, ``(R, S, ...)``, as the scan stacks them: a seed-first copy
+    would be a transpose of the whole record buffer at the end of the program;
+    :func:`drive` turns them seed-first on the host.
     """
     pax = seed_axes(problem, problem_per_seed)
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
-    carry, records = scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
-    return carry, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), records)
+    return scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
 
 
 def run(
@@ -406,7 +407,9 @@ def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
     ``init_fn(keys, problem, params) -> carry`` and
     ``chunk_fn(carry, t0, keys, problem, params, move_cost) -> (carry, records)`` for rounds
     ``t0+1 .. t0+chunk_rounds``; ``t0`` is traced, so ONE compiled ``chunk_fn`` serves every
-    chunk. Keys come from the round index, so any chunking gives the unchunked numbers.
+    chunk. Keys come from the round index, so any chunking gives the unchunked numbers. The
+    records are round-major, ``(R, S, ...)`` (``(R, G, S, ...)`` under a grid), as the round
+    scan stacks them (:func:`advance_compact`); :func:`drive` makes them seed-first.
 
     ``shard`` (the seeds split over every device, :func:`seed_batch`): a compacted chunk runs
     under ``shard_map``, each device compacting and solving its own seeds (``buffer`` per
@@ -446,11 +449,11 @@ def _chunked(algo, structure, chunk_rounds, record_every, problem_per_seed, comp
             return jax.vmap(
                 lambda c, key, prob: advance(c, t0, key, algo, structure, prob, params,
                                              move_cost, chunk_rounds, record_every),
-                in_axes=(0, 0, seed_axes(problem, problem_per_seed)),
+                in_axes=(0, 0, seed_axes(problem, problem_per_seed)), out_axes=(0, 1),
             )(carry, keys, problem)
     if grid:
         init = jax.vmap(init, in_axes=(None, None, 0))
-        chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0))
+        chunk = jax.vmap(chunk, in_axes=(0, None, None, None, 0, 0), out_axes=(0, 1))
     if shard and compact:
         chunk = _per_device(chunk, problem_per_seed, grid)
     return jax.jit(init), jax.jit(chunk)
@@ -467,8 +470,10 @@ def _problem_layout(problem: Problem, per_seed: bool, by_seed, shared):
 
 
 def _per_device(chunk, problem_per_seed: bool, grid: bool):
-    """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds."""
+    """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds (records
+    round-major, :func:`make_chunked`)."""
     seeds = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
+    rec = PartitionSpec(None, None, "seeds") if grid else PartitionSpec(None, "seeds")
     by_seed, shared = PartitionSpec("seeds"), PartitionSpec()
     mesh = _by_seed(shared).mesh
 
@@ -476,7 +481,7 @@ def _per_device(chunk, problem_per_seed: bool, grid: bool):
         pspec = _problem_layout(problem, problem_per_seed, by_seed, shared)
         return jax.shard_map(chunk, mesh=mesh,
                              in_specs=(seeds, shared, by_seed, pspec, shared, shared),
-                             out_specs=(seeds, seeds), check_vma=False,
+                             out_specs=(seeds, rec), check_vma=False,
                              )(carry, t0, keys, problem, params, move_cost)
 
     return run
@@ -498,11 +503,12 @@ def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record
     the last bits from a larger batch's; :func:`sweep` pads that case.
     """
     init_fn, chunk_fn = make_chunked(algo, structure, horizon, record_every, **options)
+    axis = 2 if options.get("grid") else 1  # records seed-first, as drive returns them
 
     def whole(keys, problem, params, move_cost):
         carry = init_fn(keys, problem, params)
         carry, records = chunk_fn(carry, 0, keys, problem, params, move_cost)
-        return carry.totals, records
+        return carry.totals, jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, axis), records)
 
     return jit(whole)
 
@@ -609,11 +615,12 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     """Run a sweep chunk by chunk: the loop every runner shares.
 
     ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
-    params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``)
-    are compiled once; sharded, the carry keeps one sharding. After each chunk
+    params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``;
+    records round-major, ``(R, S, ...)`` or ``(R, G, S, ...)`` under a grid) are compiled
+    once; sharded, the carry keeps one sharding. After each chunk
     ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
     (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, chunk_records,
-    seconds)`` gets host copies (the chunk's records only) and the ``(compile, run)`` seconds
+    seconds)`` gets host copies (the chunk's records only, seed-first) and the ``(compile, run)`` seconds
     spent so far, and ``progress(rounds_done, horizon)`` is called; ``start=(carry_leaves,
     rounds_done, records_so_far[, seconds])`` continues there (the records so far as a list of
     pieces in round order, e.g. the chunks' records; ``seconds``: those spent before, added to
@@ -666,7 +673,10 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
 
     def finish(carry, rec, rounds):  # a finished chunk's host work
         _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
-        pieces.append(distributed.host(rec))
+        # Seed-first on the host (a view): on the device it would be a transpose of the
+        # whole record buffer, ending the program.
+        pieces.append(jax.tree_util.tree_map(lambda a: np.moveaxis(a, 0, axis),
+                                             distributed.host(rec)))
         if on_chunk is not None:
             seconds = (before[0] + (t1 - t0) + (t3 - t2),
                        before[1] + (t2 - t1) + (time.perf_counter() - t3))

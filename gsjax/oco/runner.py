@@ -185,18 +185,19 @@ def make_chunked(algo: OCOAlgorithm, spec: OCOSpec, horizon: int, chunk_rounds: 
 
     ``init_fn(keys, problem, params) -> carry`` and
     ``chunk_fn(carry, t0, keys, problem, params) -> (carry, records)``; the records of the
-    first ``record_seeds`` seeds only are returned, ``(record_seeds, R, G, ...)``.
+    first ``record_seeds`` seeds only are returned, round-major as drive takes them,
+    ``(R, record_seeds, G, ...)``.
     """
     init = jax.vmap(lambda key, prob, prm: init_carry(key, algo, spec, prob, prm, horizon),
                     in_axes=(0, None, None))
     step = jax.vmap(
         lambda c, t0, key, prob, prm: advance(c, t0, key, algo, spec, prob, prm, chunk_rounds,
                                               record_every),
-        in_axes=(0, None, 0, None, None))
+        in_axes=(0, None, 0, None, None), out_axes=(0, 1))
 
     def chunk(carry, t0, keys, problem, params):
         carry, records = step(carry, t0, keys, problem, params)
-        return carry, jax.tree_util.tree_map(lambda a: a[:record_seeds], records)
+        return carry, jax.tree_util.tree_map(lambda a: a[:, :record_seeds], records)
 
     return jax.jit(init), jax.jit(chunk)
 
