@@ -239,9 +239,12 @@ def test_kept_runs_are_the_driver_configs():
     for name, entry in kept.items():
         _, family, k, *rest = name.split("_")
         texts = configs(family, int(k))
-        if "seed_start" in entry:  # one seed part of a run: NAME_sSTART
-            base, start = name.rsplit("_s", 1)
+        if "seed_start" in entry:  # one seed part of a run: NAME_sSTART (NAME_sSTART_ofN:
+            # one of N parts, a finer split of a part finished piece by piece, kept until the
+            # part is whole)
+            base, start, of = re.fullmatch(r"(.*)_s(\d+)(?:_of(\d+))?", name).groups()
             assert int(start) == entry["seed_start"]
+            assert of is None or int(of) == entry["seed_parts"]
             text = part_config(texts[base], entry["seed_parts"])
             assert len(entry["summary"]["per_seed"]) == len(entry["summary"]["algorithms"])
         else:
