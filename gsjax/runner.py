@@ -617,14 +617,14 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
     params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``;
     records round-major, ``(R, S, ...)`` or ``(R, G, S, ...)`` under a grid) are compiled
-    once; sharded, the carry keeps one sharding. After each chunk
-    ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is checked
-    (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done, chunk_records,
-    seconds)`` gets host copies (the chunk's records only, seed-first) and the ``(compile, run)`` seconds
-    spent so far, and ``progress(rounds_done, horizon)`` is called; ``start=(carry_leaves,
-    rounds_done, records_so_far[, seconds])`` continues there (the records so far as a list of
-    pieces in round order, e.g. the chunks' records; ``seconds``: those spent before, added to
-    this call's). Returns ``(carry, records, compile_seconds, run_seconds)``: host records
+    once; sharded, the carry keeps one sharding. After each chunk ``first_bad(carry)`` (first
+    non-finite round per seed, seed axis last) is checked (:class:`NonFiniteFeedback`), then
+    ``on_chunk(carry_leaves, rounds_done, chunk_records, seconds)`` gets host copies (the
+    chunk's records only, seed-first) and the ``(compile, run)`` seconds spent so far, and
+    ``progress(rounds_done, horizon)`` is called; ``start=(carry_leaves, rounds_done,
+    records_so_far[, seconds])`` continues there (the records so far as a list of pieces in
+    round order, e.g. the chunks' records; ``seconds``: those spent before, added to this
+    call's). Returns ``(carry, records, compile_seconds, run_seconds)``: host records
     joined on the round axis (1, or 2 under a grid), padding seeds included; the seconds those
     of the whole run, across resumes.
     """
