@@ -5,7 +5,8 @@
     python benchmarks/compiler_flags.py --workload sparse_graph --seeds 256 --horizon 100
 
 Variants: XLA's newer fusion emitters on (its default, off in gsjax), LLVM's expensive passes
-off (a shorter compile; 2026-12-05: lazy 1.17x slower, tried and dropped).
+off (a shorter compile; 2026-12-05: lazy 1.17x slower, tried and dropped), XLA's backend
+optimisation level 1 instead of 2 (a shorter compile; RESULTS.md, 2026-12-05 session 25).
 
 Each variant is ``runner.make_sweep``'s program (as ``benchmarks/run.py``'s ``gsjax`` row)
 compiled with gsjax's options (:data:`gsjax.runner.COMPILER_OPTIONS`) with one option changed.
@@ -41,6 +42,7 @@ VARIANTS = {
     "gsjax": {},
     "fusion emitters on (XLA's default)": {"xla_cpu_use_fusion_emitters": True},
     "LLVM's expensive passes off": {"xla_llvm_disable_expensive_passes": True},
+    "backend optimisation level 1": {"xla_backend_optimization_level": 1},
 }
 
 
