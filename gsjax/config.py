@@ -171,7 +171,14 @@ def _first_error(exc: ValidationError) -> tuple[tuple, str]:
 
 
 def _dotted(loc: Sequence) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    """``a.b[3].c``; a key that is empty or not printable (a newline, a tab) is shown quoted, as
+    ``repr`` writes it, so the path stays on one line and the key stays visible."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{_key(p)}" for p in loc).lstrip(".")
+
+
+def _key(name) -> str:
+    name = str(name)
+    return name if name and name.isprintable() else repr(name)
 
 
 def _validate(adapter: Any, data: Any, path=_dotted, at: tuple | None = None):
