@@ -784,13 +784,13 @@ def _entry_tables(raw: Mapping, known: Any, keys: Sequence[str], what: str = "al
         raise ConfigError("algorithms", "at least one [algorithms.NAME] table is required")
     names = ", ".join(repr(a) for a in sorted(known))
     for name, table in tables.items():
-        path = f"algorithms.{name}"
+        path = f"algorithms.{_key(name)}"
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             raise ConfigError(path, f"entry name {name!r} must match [a-z][a-z0-9_]*")
         if not isinstance(table, dict):
             raise ConfigError(path, f"expected a table, got {_describe(table)}")
         for key in (key for key in table if key not in keys):
-            raise ConfigError(f"{path}.{key}", f"unknown key {key!r}; allowed keys: "
+            raise ConfigError(f"{path}.{_key(key)}", f"unknown key {key!r}; allowed keys: "
                                                f"{', '.join(keys)}")
         algorithm = table.get("algorithm", name)
         if "algorithm" in table and (not isinstance(algorithm, str) or algorithm not in known):

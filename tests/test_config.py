@@ -334,18 +334,21 @@ def test_override_unknown_key():
 
 
 @pytest.mark.parametrize("key, field", [("\n", "'\\n'"), ("a\tb", "agent.'a\\tb'"),
-                                        ("", "problem.''")])
+                                        ("", "problem.''"), ("\n", "algorithms.lazy.'\\n'"),
+                                        ("\n", "algorithms.'\\n'")])
 def test_unknown_unprintable_key_is_one_line_and_quoted(key, field):
-    """An unknown key that is empty or holds a newline or a tab is named quoted, as repr
-    writes it (the fuzz test's long profile found a root key '\\n' breaking the one-line
-    error)."""
+    """An unknown key (or an algorithm entry's name) that is empty or holds a newline or a
+    tab is named quoted, as repr writes it (the fuzz test's long profile found a root key
+    '\\n' and an entry name '\\n' breaking the one-line error)."""
     raw = blocks_raw()
-    table = {"'\\n'": raw, "agent.'a\\tb'": raw["agent"], "problem.''": raw["problem"]}[field]
-    table[key] = 1
+    table = {"'\\n'": raw, "agent.'a\\tb'": raw["agent"], "problem.''": raw["problem"],
+             "algorithms.lazy.'\\n'": raw["algorithms"].setdefault("lazy", {}),
+             "algorithms.'\\n'": raw["algorithms"]}[field]
+    table[key] = {} if field == "algorithms.'\\n'" else 1
     with pytest.raises(ConfigError) as ei:
         parse_config(raw)
     assert ei.value.field == field and "\n" not in str(ei.value), str(ei.value)
-    assert ei.value.message.startswith("unknown key")
+    assert ei.value.message.startswith(("unknown key", "entry name"))
 
 
 @pytest.mark.parametrize("bad", ["agent.beta", "=3", "agent..beta=1"])
