@@ -31,8 +31,8 @@ from devices import ROOT, child
 @contextlib.contextmanager
 def _tree(rev: str):
     """A folder holding revision ``rev`` of this repository (or ``rev`` itself, a folder)."""
-    if Path(rev).is_dir():
-        yield Path(rev)
+    if Path(rev).is_dir():  # absolute: the --cli subprocess runs in another folder
+        yield Path(rev).resolve()
         return
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", d, rev],

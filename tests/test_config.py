@@ -333,18 +333,22 @@ def test_override_unknown_key():
     assert "allowed keys" in ei.value.message and "beta" in ei.value.message
 
 
-@pytest.mark.parametrize("key, field", [("\n", "'\\n'"), ("a\tb", "agent.'a\\tb'"),
-                                        ("", "problem.''"), ("\n", "algorithms.lazy.'\\n'"),
-                                        ("\n", "algorithms.'\\n'")])
-def test_unknown_unprintable_key_is_one_line_and_quoted(key, field):
+@pytest.mark.parametrize("where, key, value, field", [
+    ((), "\n", 1, "'\\n'"),
+    (("agent",), "a\tb", 1, "agent.'a\\tb'"),
+    (("problem",), "", 1, "problem.''"),
+    (("algorithms", "linucb"), "\n", 1, "algorithms.linucb.'\\n'"),
+    (("algorithms",), "\n", {}, "algorithms.'\\n'"),
+])
+def test_unknown_unprintable_key_is_one_line_and_quoted(where, key, value, field):
     """An unknown key (or an algorithm entry's name) that is empty or holds a newline or a
     tab is named quoted, as repr writes it (the fuzz test's long profile found a root key
     '\\n' and an entry name '\\n' breaking the one-line error)."""
     raw = blocks_raw()
-    table = {"'\\n'": raw, "agent.'a\\tb'": raw["agent"], "problem.''": raw["problem"],
-             "algorithms.lazy.'\\n'": raw["algorithms"].setdefault("lazy", {}),
-             "algorithms.'\\n'": raw["algorithms"]}[field]
-    table[key] = {} if field == "algorithms.'\\n'" else 1
+    table = raw
+    for name in where:
+        table = table[name]
+    table[key] = value
     with pytest.raises(ConfigError) as ei:
         parse_config(raw)
     assert ei.value.field == field and "\n" not in str(ei.value), str(ei.value)
