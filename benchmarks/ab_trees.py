@@ -7,7 +7,7 @@ A change to the round or the runner cannot be timed against the code before it i
 so each side is a subprocess importing its own tree (``git worktree add`` of the revision into
 a temporary folder, removed at the end; a folder is used as it is), started in turn A B, B A,
 ... Sweep mode: :func:`devices.child` (``runner.sweep`` on the section7_2 workload of
-``benchmarks/workloads.py``, one device, compiled once, the median of ``--repeats`` runs), the
+``benchmarks/workloads.py``, one device or ``--devices``, compiled once, the median of ``--repeats`` runs), the
 summed regret and records checked equal. ``--cli``: ``gsjax run section7_2`` (its
 ``run_seconds`` per algorithm, cold compile apart, persistent cache off). Prints the medians
 over the pairs and A / B (> 1: B faster).
@@ -46,7 +46,8 @@ def _tree(rev: str):
 
 def _sweep(tree: Path, args) -> dict:
     cmd = [sys.executable, __file__, "--child", str(tree), args.kind, str(args.seeds),
-           str(args.rounds), str(args.repeats), str(args.record_every or args.rounds)]
+           str(args.rounds), str(args.repeats), str(args.record_every or args.rounds),
+           str(args.devices)]
     env = dict(os.environ, GSJAX_CACHE_DIR="off")
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
@@ -74,12 +75,15 @@ def main(argv=None) -> None:
     ap.add_argument("--record-every", type=int, default=0, help="default: one record")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--pairs", type=int, default=2)
-    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--devices", type=int, default=0,
+                    help="sweep mode: CPU devices (default: one; the command uses one a core)")
+    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         tree, kind, *nums = args.child
-        s, t, r, every = map(int, nums)
-        print(json.dumps(child(kind, s, t, r, record_every=every, tree=tree)))
+        s, t, r, every, devices = map(int, nums)
+        print(json.dumps(child(kind, s, t, r, devices=devices or None, record_every=every,
+                               tree=tree)))
         return
     if args.b is None:
         ap.error("give two revisions (or folders), A and B")
