@@ -206,3 +206,25 @@ def test_contiguous_blocks_read_by_reshape_equal_the_gather():
     x = jnp.asarray(np.random.default_rng(0).normal(size=15), jnp.float32)
     idx = jnp.asarray(blocks.index)
     np.testing.assert_array_equal(np.asarray(P.at_scopes(st, x, idx)), np.asarray(x)[blocks.index])
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_hard_pick_builds_the_chosen_row_from_its_bits(width):
+    # the solver's hard pick makes vertex p from p's bits; the reference takes row p of the
+    # vertex table (first_pick), with ties (integer values) and free masks of every kind
+    rng = np.random.default_rng(width)
+    num, p = 64, 2 ** width
+    bits = jnp.asarray(lcb.bit_table(width), jnp.float32)
+    base = jnp.asarray(rng.uniform(size=(num, width)), jnp.float32)
+    free = jnp.asarray(rng.uniform(size=(num, width)) < 0.6)
+    values = jnp.asarray(rng.integers(0, 3, size=(num, p)), jnp.float32)  # many exact ties
+
+    def both(b, f, v):
+        verts = lcb._vertices_from_free(bits, b, f)
+        return lcb._choose(lcb.first_pick, v, verts, b, f), lcb.first_pick(v, verts)
+
+    (s, val), (s_ref, val_ref) = jax.vmap(both)(base, free, values)
+    np.testing.assert_array_equal(np.asarray(s), np.asarray(s_ref))
+    np.testing.assert_array_equal(np.asarray(val), np.asarray(val_ref))
+    np.testing.assert_array_equal(np.asarray(s)[~np.asarray(free)],
+                                  np.asarray(base)[~np.asarray(free)])
