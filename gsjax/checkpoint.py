@@ -73,6 +73,7 @@ class Parts:
 
     def __init__(self, completed=None, current=None, records=()):
         self.completed, self.current, self.records = dict(completed or {}), current, list(records)
+        self.stale = []  # parts no checkpoint will name: deleted after the next one is written
 
     @classmethod
     def of(cls, ck: dict | None) -> Parts:
@@ -94,20 +95,28 @@ class Parts:
                 arrays = {k: v for f in res._fields if f not in TIMINGS
                           for k, v in flatten(f, getattr(res, f)).items()}
                 self.completed[name] = _write_part(folder, f"done-{len(self.completed)}", arrays)
-        stale = []  # the finished run's chunks, in its result now: deleted once unnamed
-        if current != self.current:
-            stale = [r for r in self.records if isinstance(r, str)]
-            self.current, self.records = current, []
+        self.hold(current, rounds_done, records)
         run = len(self.completed)
         self.records = [r if isinstance(r, str) else
                         _write_part(folder, f"records-{run}-{r[0]:010d}", flatten("records", r[1]))
-                        for r in [*self.records, (rounds_done, records)]]
+                        for r in self.records]
         timings = {name: {t: getattr(res, t) for t in TIMINGS} for name, res in completed.items()}
         path = save(folder, config_hash, seed_start, timings, current, carry_leaves, rounds_done,
                     {"completed": self.completed, "records": self.records}, processes, seconds)
+        stale, self.stale = self.stale, []
         for name in stale:
             (Path(folder) / PARTS / name).unlink(missing_ok=True)
         return path
+
+    def hold(self, current: str, rounds_done: int, records) -> None:
+        """Keep the records of run ``current``'s chunk ending at ``rounds_done`` for the next
+        :meth:`save` (a chunk without a checkpoint of its own). A new run drops the previous
+        one's chunks: its result holds them (their files go once a checkpoint no longer names
+        them)."""
+        if current != self.current:
+            self.stale += [r for r in self.records if isinstance(r, str)]
+            self.current, self.records = current, []
+        self.records.append((rounds_done, records))
 
 
 def save(folder, config_hash: str, seed_start: int, completed: dict, current: str,

@@ -215,7 +215,7 @@ def _cmd_run(args) -> int:
     run = oco_experiment.run_and_write if oco else functools.partial(experiment.run_config,
                                                                       buffer=args.buffer)
     run(cfg, out, log=log, seed_start=args.seed_start, chunk_rounds=args.chunk,
-        figures=False if args.no_figures else None,
+        figures=False if args.no_figures else None, checkpoint_every=args.checkpoint_every,
         progress=None if args.quiet or not writer else progress_reporter())
     return 0
 
@@ -260,6 +260,7 @@ def _prepare_run(args, log, writer: bool = True):
         horizons = [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons]
     else:
         horizons = [(cfg.horizon, cfg.record_every)]
+    experiment.checkpoint_interval(args.checkpoint_every)  # the flag's, or the variable's
     if args.buffer is not None and (oco or args.buffer < 1):
         raise ConfigError("--buffer", "a positive number of seeds, for bandit runs (the OCO "
                                       f"runner has no solver buffer); got {args.buffer}")
@@ -397,6 +398,10 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                         "(default: a 16th of the seeds); the numbers do not depend on it. A "
                         "run whose seeds re-optimise in most rounds (large graphs, reference "
                         "'own') goes faster with B = the seeds per device")
+    r.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                   help="write a checkpoint at the end of a chunk once SECONDS have passed "
+                        "since the last one (default: $GSJAX_CHECKPOINT_EVERY, else 10; 0: after "
+                        "every chunk); a crash loses at most that long plus one chunk")
     r.add_argument("--seed-start", type=int, default=None,
                    help="global id of the first seed (default 0; split a sweep over hosts, see "
                         "merge); --resume keeps the folder's")

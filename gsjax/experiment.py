@@ -77,6 +77,8 @@ __all__ = [
     "merge_parts",
     "run_meta",
     "run_sweeps",
+    "checkpoint_interval",
+    "CHECKPOINT_EVERY_ENV",
     "run_folder",
     "write_folder",
     "remove_run",
@@ -375,13 +377,42 @@ def _build_adult(pc: ProblemConfig, seed_ids, dtype):
 ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _build_adult}
 
 
+#: Environment variable: the least seconds between two checkpoints of a run
+#: (:func:`checkpoint_interval`); ``0`` writes one after every chunk.
+CHECKPOINT_EVERY_ENV = "GSJAX_CHECKPOINT_EVERY"
+DEFAULT_CHECKPOINT_EVERY = 10.0
+
+
+def checkpoint_interval(seconds: float | None = None, field: str = "--checkpoint-every") -> float:
+    """The least seconds between two checkpoints: ``seconds``, else ``$GSJAX_CHECKPOINT_EVERY``,
+    else :data:`DEFAULT_CHECKPOINT_EVERY`; a negative or unreadable value is a one-line
+    :class:`ConfigError` naming ``field`` (or the variable)."""
+    if seconds is None:
+        text = os.environ.get(CHECKPOINT_EVERY_ENV, "").strip()
+        if not text:
+            return DEFAULT_CHECKPOINT_EVERY
+        field = CHECKPOINT_EVERY_ENV
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise ConfigError(field, f"expected a number of seconds, got {text!r}") from None
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0):
+        raise ConfigError(field, f"expected seconds >= 0, got {seconds!r}")
+    return float(seconds)
+
+
 def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None, progress=None,
-               result=SweepResult, types=None, fixed_chunk: bool = False) -> dict:
+               result=SweepResult, types=None, fixed_chunk: bool = False,
+               checkpoint_every: float | None = None, clock=None) -> dict:
     """Run the named sweeps of an experiment in order; returns ``{name: result}``.
 
     ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=,
     chunk_rounds=)`` a runner's sweep with everything else bound. Given a ``folder``, a
-    checkpoint is saved there after every chunk, and one left there by the same config
+    checkpoint is saved there at the end of a chunk once ``checkpoint_every`` seconds
+    (:func:`checkpoint_interval`; ``clock``'s) have passed since the last one or the start, so
+    a crash loses at most that long plus one chunk (``0``: after every chunk; a run shorter
+    than that writes none: each write costs CPU the round could use, ~30 % of a short run's
+    time on 2 cores). One left there by the same config
     (``digest``) and seed range is resumed: its finished runs are kept, its current run
     continues (``result``, ``types``: as :func:`gsjax.checkpoint.load`). The resumed run's chunk
     must divide the checkpoint's round: a ``fixed_chunk`` (the user's ``--chunk``) that does not
@@ -412,6 +443,8 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
                 f"{distributed.process_count()}: its seeds are spread anew (same numbers)")
     done = {} if ck is None else dict(ck["completed"])
     parts = checkpoint.Parts.of(ck)  # what the checkpoints stand on (the writer thread's)
+    clock = clock or time.monotonic
+    every, last = checkpoint_interval(checkpoint_every), [clock()]
     saver = _Saver()  # its drain stays registered until its last write is done or cut off
     with distributed.flush_before_exit(saver.drain), saver:
         for name, horizon, chunk, run in jobs:
@@ -425,7 +458,10 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
                 # process 0 writes it, while the next chunk runs
 
                 def on_chunk(leaves, rounds, records, seconds, name=name, finished=dict(done)):
-                    if writer:
+                    if writer and clock() - last[0] < every:  # its records wait for the next
+                        saver.submit(parts.hold, name, rounds, records)
+                    elif writer:
+                        last[0] = clock()
                         saver.submit(parts.save, folder, digest, seed_start, finished,
                                      name, leaves, rounds, records,
                                      processes=distributed.process_count(), seconds=seconds)
@@ -513,6 +549,7 @@ def run_experiment(
     progress=None,
     checkpoint_dir=None,
     buffer: int | None = None,
+    checkpoint_every: float | None = None,
 ) -> ExperimentResult:
     """Run every algorithm entry of ``cfg`` over global seed ids
     ``seed_start .. seed_start + cfg.seeds - 1``.
@@ -520,7 +557,8 @@ def run_experiment(
     ``built``: a :func:`build` result to reuse (then its ``seed_start`` counts); ``log``: a
     ``print``-like callable, one line per algorithm; ``chunk_rounds``: rounds per compiled chunk
     (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
-    ``checkpoint_dir`` and ``progress``: as :func:`run_sweeps`; ``buffer``: the compacted
+    ``checkpoint_dir``, ``checkpoint_every`` and ``progress``: as :func:`run_sweeps`;
+    ``buffer``: the compacted
     sweeps' solver buffer per device (:func:`gsjax.runner.sweep`), the numbers do not depend on
     it either.
     """
@@ -552,7 +590,7 @@ def run_experiment(
     jobs = [(ba.name, cfg.horizon, chunk_rounds, functools.partial(run, ba))
             for ba in built.algorithms]
     runs = run_sweeps(jobs, cfg.seeds, checkpoint_dir, config_hash(cfg), built.seed_start, log,
-                      progress, fixed_chunk=fixed_chunk)
+                      progress, fixed_chunk=fixed_chunk, checkpoint_every=checkpoint_every)
     return ExperimentResult(built, seed_ids, cfg.horizon, runs)
 
 
@@ -930,13 +968,14 @@ def run_folder(out_dir, config: dict, checkpoints: bool = True):
 
 def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool | None = None,
                seed_start: int = 0, progress=None, chunk_rounds: int | None = None,
-               checkpoints: bool = True, buffer: int | None = None) -> dict:
+               checkpoints: bool = True, buffer: int | None = None,
+               checkpoint_every: float | None = None) -> dict:
     """Run a validated config into a folder (:func:`run_folder`, :func:`write_results`);
     returns the summary.
 
     ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders. ``chunk_rounds``, ``buffer``: as
-    :func:`run_experiment`.
+    ranges and ``gsjax merge`` combines their folders. ``chunk_rounds``, ``buffer``,
+    ``checkpoint_every``: as :func:`run_experiment`.
     """
     t0 = time.perf_counter()
     built = build(cfg, seed_start)
@@ -945,7 +984,8 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool | None =
             f"{built.structure.num_criteria} criteria over {built.structure.num_coords} "
             "coordinates")
         res = run_experiment(cfg, built, log=log, chunk_rounds=chunk_rounds, progress=progress,
-                             checkpoint_dir=ck_dir, buffer=buffer)
+                             checkpoint_dir=ck_dir, buffer=buffer,
+                             checkpoint_every=checkpoint_every)
         return write_results(res, out, log=log, figures=figures,
                              extra_meta={"wall_seconds": time.perf_counter() - t0,
                                          "seed_start": seed_start, **distributed.meta()})

@@ -35,6 +35,9 @@ os.environ["GSJAX_HOST_DEVICES"] = "1"
 # the tests that look at figures ask for them (the `figures` fixture below, or GSJAX_FIGURES=on
 # in a subprocess's environment).
 os.environ["GSJAX_FIGURES"] = "off"
+# A checkpoint after every chunk (the default waits 10 s between two), so the tests that stop
+# a run mid-way find one; tests/test_resume.py checks the interval itself.
+os.environ["GSJAX_CHECKPOINT_EVERY"] = "0"
 
 import jax  # noqa: E402  (after the environment variables above)
 import jax.numpy as jnp

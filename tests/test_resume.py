@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 CONFIG = """
 name = "resume"
@@ -328,3 +329,99 @@ def test_resumed_run_reports_the_whole_runs_seconds(tmp_path, tiny_config, compi
             summary["algorithms"]["linucb"]["run_seconds"]) == (done["compile_seconds"],
                                                               done["run_seconds"])
     _assert_same_arrays(ref, out)
+
+
+def test_checkpoints_wait_the_interval_between_two(tmp_path, monkeypatch):
+    # A checkpoint at the end of a chunk only once `checkpoint_every` seconds (the clock's)
+    # have passed since the last one or the start; 0 writes one after every chunk.
+    from gsjax import checkpoint
+    from gsjax.experiment import run_sweeps
+
+    saved, now = [], [0.0]
+    monkeypatch.setattr(checkpoint.Parts, "save",
+                        lambda self, *a, **k: saved.append((a[4], a[6])))  # name, rounds
+
+    def run(start=None, on_chunk=None, progress=None, chunk_rounds=None):
+        for rounds, t in zip((10, 20, 30, 40, 50), (3.0, 6.0, 11.0, 12.0, 25.0)):
+            now[0] = t
+            on_chunk([np.zeros(2)], rounds, None, (0.0, 0.0))
+        return "done"
+
+    for every, want in ((5.0, [20, 30, 50]), (0.0, [10, 20, 30, 40, 50]), (100.0, [])):
+        saved.clear()
+        now[0] = 0.0
+        out = run_sweeps([("a", 50, 10, run)], 4, tmp_path / str(every), "d" * 64, 0,
+                         checkpoint_every=every, clock=lambda: now[0])
+        assert out == {"a": "done"}
+        assert saved == [("a", r) for r in want], every
+
+
+def test_checkpoint_interval_refuses_bad_values(tmp_path, monkeypatch, capsys, tiny_config):
+    from gsjax.config import ConfigError
+    from gsjax.experiment import checkpoint_interval
+
+    monkeypatch.delenv("GSJAX_CHECKPOINT_EVERY")
+    assert checkpoint_interval() == 10.0 and checkpoint_interval(2) == 2.0
+    monkeypatch.setenv("GSJAX_CHECKPOINT_EVERY", "0.5")
+    assert checkpoint_interval() == 0.5
+    for text in ("soon", "-1", "nan"):
+        monkeypatch.setenv("GSJAX_CHECKPOINT_EVERY", text)
+        with pytest.raises(ConfigError, match="GSJAX_CHECKPOINT_EVERY"):
+            checkpoint_interval()
+    monkeypatch.setenv("GSJAX_CHECKPOINT_EVERY", "0")
+    from gsjax import cli
+
+    out = tmp_path / "o"
+    capsys.readouterr()
+    assert cli.main(["run", str(tiny_config()), "--out", str(out), "--checkpoint-every",
+                     "-2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--checkpoint-every" in err, err
+    assert not out.exists()
+
+
+def test_chunks_between_checkpoints_keep_their_records_for_the_next(tmp_path, monkeypatch,
+                                                                    tiny_config, compile_cache):
+    # With a checkpoint every 2.5 s of a clock that ticks 1 s a call, every third chunk (of 5
+    # rounds) writes one: stopped at lazy's round 30, the folder holds lazy's round-20
+    # checkpoint, whose parts carry the records of the chunks that wrote none; resumed, the
+    # arrays are the uninterrupted run's.
+    import itertools
+
+    from gsjax import checkpoint, experiment
+
+    def throttled(*args, run_sweeps=experiment.run_sweeps, **kwargs):  # a clock per run
+        ticks = itertools.count()
+        kwargs.update(checkpoint_every=2.5, clock=lambda: float(next(ticks)))
+        return run_sweeps(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "run_sweeps", throttled)
+    ref, out = _stopped_at_lazy_round_30(tmp_path, tiny_config)
+    ck = checkpoint.load(out)
+    assert ck["current"] == "lazy" and ck["rounds_done"] == 20
+    assert len(ck["parts"]["records"]) == 4  # rounds 5, 10, 15, 20
+    monkeypatch.undo()
+    from gsjax.config import load_config
+
+    experiment.run_config(load_config(tiny_config(**SMALL, record_every=5)), out,
+                          log=lambda *a, **k: None, figures=False, chunk_rounds=5)
+    _assert_same_arrays(ref, out)
+
+
+def _stopped_at_lazy_round_30(tmp_path, tiny_config):
+    from gsjax import experiment
+    from gsjax.config import load_config
+
+    cfg = load_config(tiny_config(**SMALL, record_every=5))  # linucb, then lazy: 40 rounds
+    kw = dict(log=lambda *a, **k: None, figures=False, chunk_rounds=5)
+    experiment.run_config(cfg, tmp_path / "ref", **kw)
+
+    def stop(name, horizon, seeds):
+        def update(done, total):
+            if name == "lazy" and done == 30:
+                raise KeyboardInterrupt
+        return update
+
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_config(cfg, tmp_path / "out", progress=stop, **kw)
+    return tmp_path / "ref", tmp_path / "out"

@@ -143,12 +143,13 @@ def _plan(cfg: OCOConfig, dtype, chunk_rounds: int | None = None) -> dict:
 
 def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                    chunk_rounds: int | None = None, checkpoint_dir=None,
-                   progress=None) -> OCOExperiment:
+                   progress=None, checkpoint_every: float | None = None) -> OCOExperiment:
     """Run every entry at every horizon over the same seeds.
 
     ``chunk_rounds``: rounds per compiled chunk at every horizon (default
     :func:`gsjax.runner.auto_chunk` per horizon); the numbers do not depend on it.
-    ``checkpoint_dir`` and ``progress``: as :func:`gsjax.experiment.run_sweeps`.
+    ``checkpoint_dir``, ``checkpoint_every`` and ``progress``: as
+    :func:`gsjax.experiment.run_sweeps`.
     """
     check(cfg)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
@@ -172,7 +173,8 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                            for name, (e, T, every, chunk, params, budgets) in plan.items()],
                           cfg.seeds, checkpoint_dir, config_digest(cfg), seed_start, log,
                           progress, SweepOutput, {"result": OCOResult, "records": OCORecords},
-                          fixed_chunk=chunk_rounds is not None)
+                          fixed_chunk=chunk_rounds is not None,
+                          checkpoint_every=checkpoint_every)
     runs = {(e.name, T): OCORun(e, T, budgets, np.asarray(params.p), np.asarray(params.eta),
                                 done[name], every)
             for name, (e, T, every, _, params, budgets) in plan.items()}
@@ -406,7 +408,7 @@ def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool | None =
 
 def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool | None = None,
                   seed_start: int = 0, chunk_rounds: int | None = None, progress=None,
-                  checkpoints: bool = True) -> dict:
+                  checkpoints: bool = True, checkpoint_every: float | None = None) -> dict:
     """Run a validated config into a folder, as :func:`gsjax.experiment.run_config`."""
     t0 = time.perf_counter()
     check(cfg)
@@ -415,7 +417,8 @@ def run_and_write(cfg: OCOConfig, out_dir, log=print, figures: bool | None = Non
             f"{cfg.problem.loss} loss, {cfg.problem.targets} targets, "
             f"{cfg.problem.num_components} components x {cfg.problem.block_dim}")
         exp = run_experiment(cfg, seed_start=seed_start, log=log, chunk_rounds=chunk_rounds,
-                             checkpoint_dir=ck_dir, progress=progress)
+                             checkpoint_dir=ck_dir, progress=progress,
+                             checkpoint_every=checkpoint_every)
         return write_results(exp, out, log=log, figures=figures,
                              extra_meta={"wall_seconds": time.perf_counter() - t0})
 
