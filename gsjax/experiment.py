@@ -476,8 +476,8 @@ class _Saver:
     """Checkpoints written on a background thread while the next chunk runs, one at a time
     and in order: :meth:`submit` first waits for the previous write (re-raising its error),
     and leaving the ``with`` block waits for the last one, on success or on an error (a
-    non-finite chunk still leaves the chunk before it saved). A kill at any moment leaves the
-    previous checkpoint or the new one (the write is atomic)."""
+    non-finite chunk still leaves the checkpoint submitted before it written). A kill at any
+    moment leaves the previous checkpoint or the new one (the write is atomic)."""
 
     _pending = _last = None
 
