@@ -411,7 +411,7 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
     checkpoint is saved there at the end of a chunk once ``checkpoint_every`` seconds
     (:func:`checkpoint_interval`; ``clock``'s) have passed since the last one or the start, so
     a crash loses at most that long plus one chunk (``0``: after every chunk; a run shorter
-    than that writes none: each write costs CPU the round could use, ~30 % of a short run's
+    than that writes none: each write costs CPU the round could use, ~20 % of a short run's
     time on 2 cores). One left there by the same config
     (``digest``) and seed range is resumed: its finished runs are kept, its current run
     continues (``result``, ``types``: as :func:`gsjax.checkpoint.load`). The resumed run's chunk
