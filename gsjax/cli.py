@@ -391,7 +391,8 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                    help="resume the run in DIR with its own config (same as running the same "
                         "command again with --out DIR)")
     r.add_argument("--chunk", type=int, default=None,
-                   help="rounds per compiled chunk (default: at most 20 chunks); progress is "
+                   help="rounds per compiled chunk (default: at most 20 chunks, fewer for a "
+                        "short run: each of ~1e7 seed-criterion-rounds at least); progress is "
                         "reported after each")
     r.add_argument("--buffer", type=int, default=None, metavar="B",
                    help="seeds solved at once per device in a lazy or async sweep's rounds "

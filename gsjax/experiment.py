@@ -563,9 +563,11 @@ def run_experiment(
     it either.
     """
     fixed_chunk = chunk_rounds is not None
-    if chunk_rounds is None:
-        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every)
     built = build(cfg, seed_start) if built is None else built
+    if chunk_rounds is None:  # a round's work: seeds x grid points x criteria
+        work = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
+        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every,
+                                  round_work=work * built.structure.num_criteria)
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
 

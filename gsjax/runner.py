@@ -386,10 +386,23 @@ def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
     raise NonFiniteFeedback(seed, int(rounds[idx]), int(idx[0]) if grid else None)
 
 
-def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20) -> int:
-    """Smallest multiple of ``record_every`` dividing ``horizon`` into at most ``max_chunks``."""
+#: The least work (seed-criterion-rounds) :func:`auto_chunk` gives a chunk: ~0.1 s of the
+#: Section 7.2 round on 2 CPU cores, where each chunk costs ~3 ms of host work and dispatch
+#: (a default of 20 chunks ran `gsjax run section7_2 --seeds 1024 --horizon 2000` 1.2x slower
+#: than 4; benchmarks/RESULTS.md, "fewer, longer chunks").
+MIN_CHUNK_WORK = 1e7
+
+
+def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20,
+               round_work: float = 0.0) -> int:
+    """Smallest multiple of ``record_every`` dividing ``horizon`` into at most ``max_chunks``
+    chunks and, given ``round_work`` (one round's work, e.g. seeds x criteria), into at most
+    ``horizon x round_work / MIN_CHUNK_WORK`` (at least one): a short run in few chunks (each
+    costs host work), a long one in ``max_chunks`` (progress, checkpoints)."""
     check_rounds(horizon, "horizon", "auto_chunk")
     check_rounds(record_every, "record_every", "auto_chunk")
+    if round_work > 0:
+        max_chunks = max(1, min(max_chunks, int(horizon * round_work // MIN_CHUNK_WORK)))
     for c in range(record_every, horizon + 1, record_every):
         if horizon % c == 0 and horizon // c <= max_chunks:
             return c

@@ -193,14 +193,19 @@ def test_orphan_temporary_files_go_on_the_next_write(tmp_path, capsys, compile_c
 
 
 def test_resume_with_the_default_chunk_never_runs_past_the_horizon(tmp_path, capsys, compile_cache):
-    """Item 11: horizon 120 in records of 2 has a default chunk of 6 (20 chunks); a run made
-    in chunks of 4 and stopped at round 8, which 6 does not divide, resumes with ``--resume``
-    (the default chunk) in chunks of gcd(6, 8) = 2, ends exactly at the horizon with the
-    uninterrupted run's arrays, and its checkpoint is gone. An explicit ``--chunk`` that does
-    not divide the checkpoint's round stays a one-line refusal that changes nothing."""
-    from gsjax.runner import auto_chunk
+    """Item 11: horizon 120 in records of 2 has a default chunk of 6 (20 chunks) where a
+    round is work enough (the default run's is not: one chunk of 120); a run made in chunks
+    of 4 and stopped at round 8, which neither divides, resumes with ``--resume`` (the default
+    chunk) in chunks of their gcd with 8, ends exactly at the horizon with the uninterrupted
+    run's arrays, and its checkpoint is gone. An explicit ``--chunk`` that does not divide the
+    checkpoint's round stays a one-line refusal that changes nothing."""
+    import math
 
-    assert auto_chunk(120, 2) == 6
+    from gsjax.runner import MIN_CHUNK_WORK, auto_chunk
+
+    assert auto_chunk(120, 2) == auto_chunk(120, 2, round_work=MIN_CHUNK_WORK) == 6
+    cut = math.gcd(auto_chunk(120, 2, round_work=3 * 3), 8)  # 3 seeds x 3 criteria
+    assert cut == 8
     path, ref, out = _stopped(tmp_path, chunk_rounds=4, stop_at=8)
     current = checkpoint.meta(out)["current"]
     assert (current["name"], current["rounds_done"]) == ("lazy", 8)
@@ -209,7 +214,7 @@ def test_resume_with_the_default_chunk_never_runs_past_the_horizon(tmp_path, cap
     assert _files(out) == before
     capsys.readouterr()
     assert cli.main(["run", "--resume", str(out)]) == 0
-    assert "chunks of 2 rounds" in capsys.readouterr().out
+    assert f"chunks of {cut} rounds" in capsys.readouterr().out
     assert not (out / checkpoint.FILENAME).exists()
     with np.load(out / "arrays.npz") as z:
         assert z["rounds"][-1] == 120 and len(z["rounds"]) == 60
