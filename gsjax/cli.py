@@ -392,8 +392,8 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
                         "command again with --out DIR)")
     r.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default: at most 20 chunks, fewer for a "
-                        "short run: each of ~1e7 seed-criterion-rounds at least); progress is "
-                        "reported after each")
+                        "short run with the vertex solver: each of 1e7 seed-criterion-rounds at "
+                        "least); progress is reported after each")
     r.add_argument("--buffer", type=int, default=None, metavar="B",
                    help="seeds solved at once per device in a lazy or async sweep's rounds "
                         "(default: a 16th of the seeds); the numbers do not depend on it. A "

@@ -564,10 +564,13 @@ def run_experiment(
     """
     fixed_chunk = chunk_rounds is not None
     built = build(cfg, seed_start) if built is None else built
-    if chunk_rounds is None:  # a round's work: seeds x grid points x criteria
+    if chunk_rounds is None:  # a round's work: seeds x grid points x criteria, counted for
+        # the vertex solver only (PGD's and the DP's rounds cost far more a criterion: their
+        # runs keep at most 20 chunks, for checkpoints and progress)
+        cheap = all(ba.spec.solver == "vertex" for ba in built.algorithms)
         work = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
         chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every,
-                                  round_work=work * built.structure.num_criteria)
+                                  round_work=cheap * work * built.structure.num_criteria)
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
 
