@@ -162,22 +162,22 @@ def test_nonfinite_feedback_stops_the_run_and_keeps_the_last_checkpoint(tmp_path
     assert ck["current"] == "linucb" and ck["rounds_done"] == 40
 
 
-def _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds, seed_start=0):
+def _stopped_at_lazy_round(tmp_path, tiny_config, chunk_rounds, stop_at=20, seed_start=0,
+                           **config):
     """``(ref, out)``: a two-algorithm run uninterrupted in ``ref`` and stopped by a
-    KeyboardInterrupt after round 20 of its second algorithm (``lazy``) in ``out``."""
-    import pytest
-
+    KeyboardInterrupt after round ``stop_at`` of its second algorithm (``lazy``) in ``out``
+    (``config``: tiny-config overrides)."""
     from gsjax import experiment
     from gsjax.config import load_config
 
-    cfg = load_config(tiny_config(**SMALL))  # linucb, then lazy: 40 rounds each
+    cfg = load_config(tiny_config(**SMALL, **config))  # linucb, then lazy: 40 rounds each
     quiet = lambda *a, **k: None  # noqa: E731
     kw = dict(log=quiet, figures=False, chunk_rounds=chunk_rounds, seed_start=seed_start)
     experiment.run_config(cfg, tmp_path / "ref", **kw)
 
     def stop(name, horizon, seeds):
         def update(done, total):
-            if name == "lazy" and done == 20:
+            if name == "lazy" and done == stop_at:
                 raise KeyboardInterrupt
         return update
 
@@ -200,7 +200,7 @@ def test_resume_needs_a_chunk_size_dividing_the_checkpoint(tmp_path, capsys, tin
     checkpoint; chunks of 20 finish it with the uninterrupted run's arrays."""
     from gsjax import checkpoint, cli
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
+    ref, out = _stopped_at_lazy_round(tmp_path, tiny_config, chunk_rounds=10)
     ck = checkpoint.load(out)
     assert (list(ck["completed"]), ck["current"], ck["rounds_done"]) == (["linucb"], "lazy", 20)
     capsys.readouterr()
@@ -236,7 +236,7 @@ def test_resume_keeps_the_folders_seed_start(tmp_path, capsys, tiny_config, comp
     another ``--seed-start`` is a one-line error that keeps the checkpoint."""
     from gsjax import checkpoint, cli
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=20, seed_start=2)
+    ref, out = _stopped_at_lazy_round(tmp_path, tiny_config, chunk_rounds=20, seed_start=2)
     assert checkpoint.load(out)["seed_start"] == 2
     capsys.readouterr()
     assert cli.main(["run", "--resume", str(out), "--seed-start", "0", "--quiet"]) == 2
@@ -262,7 +262,7 @@ def test_parts_are_written_once_and_a_one_file_checkpoint_still_resumes(tmp_path
     from gsjax import checkpoint, cli
     from gsjax.results import flatten, write_npz
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
+    ref, out = _stopped_at_lazy_round(tmp_path, tiny_config, chunk_rounds=10)
     parts = checkpoint.meta(out)["parts"]
     assert list(parts["completed"]) == ["linucb"] and len(parts["records"]) == 2
     on_disk = sorted(p.name for p in (out / checkpoint.PARTS).iterdir())
@@ -307,7 +307,7 @@ def test_resumed_run_reports_the_whole_runs_seconds(tmp_path, tiny_config, compi
     from gsjax.config import load_config
     from gsjax.results import read_npz, write_npz
 
-    ref, out = _stopped_at_lazy_round_20(tmp_path, tiny_config, chunk_rounds=10)
+    ref, out = _stopped_at_lazy_round(tmp_path, tiny_config, chunk_rounds=10)
     cur = checkpoint.meta(out)["current"]
     assert cur["compile_seconds"] > 0 and cur["run_seconds"] > 0
     done = checkpoint.meta(out)["completed"]["linucb"]
@@ -396,7 +396,7 @@ def test_chunks_between_checkpoints_keep_their_records_for_the_next(tmp_path, mo
         return run_sweeps(*args, **kwargs)
 
     monkeypatch.setattr(experiment, "run_sweeps", throttled)
-    ref, out = _stopped_at_lazy_round_30(tmp_path, tiny_config)
+    ref, out = _stopped_at_lazy_round(tmp_path, tiny_config, 5, stop_at=30, record_every=5)
     ck = checkpoint.load(out)
     assert ck["current"] == "lazy" and ck["rounds_done"] == 20
     assert len(ck["parts"]["records"]) == 4  # rounds 5, 10, 15, 20
@@ -406,22 +406,3 @@ def test_chunks_between_checkpoints_keep_their_records_for_the_next(tmp_path, mo
     experiment.run_config(load_config(tiny_config(**SMALL, record_every=5)), out,
                           log=lambda *a, **k: None, figures=False, chunk_rounds=5)
     _assert_same_arrays(ref, out)
-
-
-def _stopped_at_lazy_round_30(tmp_path, tiny_config):
-    from gsjax import experiment
-    from gsjax.config import load_config
-
-    cfg = load_config(tiny_config(**SMALL, record_every=5))  # linucb, then lazy: 40 rounds
-    kw = dict(log=lambda *a, **k: None, figures=False, chunk_rounds=5)
-    experiment.run_config(cfg, tmp_path / "ref", **kw)
-
-    def stop(name, horizon, seeds):
-        def update(done, total):
-            if name == "lazy" and done == 30:
-                raise KeyboardInterrupt
-        return update
-
-    with pytest.raises(KeyboardInterrupt):
-        experiment.run_config(cfg, tmp_path / "out", progress=stop, **kw)
-    return tmp_path / "ref", tmp_path / "out"
