@@ -377,6 +377,11 @@ def _build_adult(pc: ProblemConfig, seed_ids, dtype):
 ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _build_adult}
 
 
+#: Bytes of records (every seed's, every record's) up to which a run's default chunks may
+#: be fewer than 20 (:func:`gsjax.runner.auto_chunk`'s ``round_work``): a chunk's records are
+#: held on the device beside the host's copy of the run's.
+RECORDS_IN_ONE_CHUNK = 2**26
+
 #: Environment variable: the least seconds between two checkpoints of a run
 #: (:func:`checkpoint_interval`); ``0`` writes one after every chunk.
 CHECKPOINT_EVERY_ENV = "GSJAX_CHECKPOINT_EVERY"
@@ -566,11 +571,14 @@ def run_experiment(
     built = build(cfg, seed_start) if built is None else built
     if chunk_rounds is None:  # a round's work: seeds x grid points x criteria, counted for
         # the vertex solver only (PGD's and the DP's rounds cost far more a criterion: their
-        # runs keep at most 20 chunks, for checkpoints and progress)
-        cheap = all(ba.spec.solver == "vertex" for ba in built.algorithms)
-        work = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
-        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every,
-                                  round_work=cheap * work * built.structure.num_criteria)
+        # runs keep at most 20 chunks, for checkpoints and progress) and where a chunk's
+        # records, held on the device until copied, stay small (at most RECORDS_IN_ONE_CHUNK)
+        k, n = built.structure.num_criteria, built.structure.num_coords
+        lanes = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
+        record_bytes = lanes * (cfg.horizon // cfg.record_every) * 4 * (2 + 3 * k + n)
+        cheap = (all(ba.spec.solver == "vertex" for ba in built.algorithms)
+                 and record_bytes <= RECORDS_IN_ONE_CHUNK)
+        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every, round_work=cheap * lanes * k)
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
 
