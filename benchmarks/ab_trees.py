@@ -7,8 +7,8 @@ A change to the round or the runner cannot be timed against the code before it i
 so each side is a subprocess importing its own tree (``git worktree add`` of the revision into
 a temporary folder, removed at the end; a folder is used as it is), started in turn A B, B A,
 ... Sweep mode: :func:`devices.child` (``runner.sweep`` on the section7_2 workload of
-``benchmarks/workloads.py``, one device or ``--devices``, compiled once, the median of ``--repeats`` runs), the
-summed regret and records checked equal. ``--cli``: ``gsjax run section7_2`` (its
+``benchmarks/workloads.py``, one device or ``--devices``, compiled once, the median of
+``--repeats`` runs), the summed regret and records checked equal. ``--cli``: ``gsjax run section7_2`` (its
 ``run_seconds`` per algorithm, cold compile apart, persistent cache off). Prints the medians
 over the pairs and A / B (> 1: B faster).
 """

@@ -545,6 +545,22 @@ def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) ->
     return cut
 
 
+def _default_chunk(cfg: ExperimentConfig, built: Built) -> int:
+    """:func:`gsjax.runner.auto_chunk` given a round's work (seeds x grid points x criteria)
+    where it is counted: every algorithm on the vertex solver (PGD's and the DP's rounds cost
+    far more a criterion: their runs keep at most 20 chunks, for checkpoints and progress) and
+    the run's records (a chunk's wait on the device until copied) at most
+    :data:`RECORDS_IN_ONE_CHUNK` bytes; elsewhere at most 20 chunks."""
+    k, n = built.structure.num_criteria, built.structure.num_coords
+    lanes = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
+    # a record (gsjax.runner.Records): regret, movement and the action in the run's dtype,
+    # the updates, changes and triggers of each criterion in int32
+    row = (2 + n) * np.dtype(built.dtype).itemsize + 3 * k * 4
+    counted = (all(ba.spec.solver == "vertex" for ba in built.algorithms)
+               and lanes * (cfg.horizon // cfg.record_every) * row <= RECORDS_IN_ONE_CHUNK)
+    return auto_chunk(cfg.horizon, cfg.record_every, round_work=lanes * k if counted else 0.0)
+
+
 def run_experiment(
     cfg: ExperimentConfig,
     built: Built | None = None,
@@ -569,16 +585,8 @@ def run_experiment(
     """
     fixed_chunk = chunk_rounds is not None
     built = build(cfg, seed_start) if built is None else built
-    if chunk_rounds is None:  # a round's work: seeds x grid points x criteria, counted for
-        # the vertex solver only (PGD's and the DP's rounds cost far more a criterion: their
-        # runs keep at most 20 chunks, for checkpoints and progress) and where a chunk's
-        # records, held on the device until copied, stay small (at most RECORDS_IN_ONE_CHUNK)
-        k, n = built.structure.num_criteria, built.structure.num_coords
-        lanes = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
-        record_bytes = lanes * (cfg.horizon // cfg.record_every) * 4 * (2 + 3 * k + n)
-        cheap = (all(ba.spec.solver == "vertex" for ba in built.algorithms)
-                 and record_bytes <= RECORDS_IN_ONE_CHUNK)
-        chunk_rounds = auto_chunk(cfg.horizon, cfg.record_every, round_work=cheap * lanes * k)
+    if chunk_rounds is None:
+        chunk_rounds = _default_chunk(cfg, built)
     seed_ids = np.arange(built.seed_start, built.seed_start + cfg.seeds)
     root = jax.random.key(cfg.root_seed)
 

@@ -84,11 +84,13 @@ _SELECT_COLS = 4  # at most this many vertex columns: filled by selects, not a g
 def first_pick(values: jax.Array, candidates: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The hard choice: the :func:`first_min` candidate and its value."""
     p = first_min(values)
-    if values.shape[-1] > _SELECT_MAX:
-        return candidates[p], values[p]
-    # Few candidates (a block's vertices): selects, which fuse into the round (exact: no
-    # arithmetic), instead of a gather (on CPU a kernel of its own under vmap).
-    return jax.lax.select_n(p, *candidates), jax.lax.select_n(p, *values)
+    return _row(candidates, p), _row(values, p)
+
+
+def _row(x: jax.Array, p) -> jax.Array:
+    """``x[p]``; among few rows (a block's vertices) by selects, which fuse into the round
+    (exact: no arithmetic), instead of a gather (on CPU a kernel of its own under vmap)."""
+    return x[p] if x.shape[0] > _SELECT_MAX else jax.lax.select_n(p, *x)
 
 
 def softmin_pick(temperature, tie_break) -> Pick:
@@ -239,8 +241,7 @@ def _choose(pick: Pick, values: jax.Array, verts: jax.Array, base: jax.Array, fr
         return pick(values, verts)
     p = first_min(values)
     bit = (p >> _rank(free, verts.shape[-1])) & 1
-    value = jax.lax.select_n(p, *values) if values.shape[-1] <= _SELECT_MAX else values[p]
-    return jnp.where(free, bit.astype(base.dtype), base), value
+    return jnp.where(free, bit.astype(base.dtype), base), _row(values, p)
 
 
 class Blocks(NamedTuple):
