@@ -46,6 +46,18 @@ def test_vertex_solver_bit_identical(make_params, kind, buffer):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("buffer", [2, 5])
+def test_nonzero_path_for_many_seeds_is_the_same(make_params, monkeypatch, buffer):
+    """Beyond ``TOP_K_SEEDS`` seeds a device the chunks come from ``jnp.nonzero``: forced here
+    (threshold 0), the run is still the ``where`` form's, bit for bit."""
+    monkeypatch.setattr(runner, "TOP_K_SEEDS", 0)
+    structure, prob, params, spec = _setup(make_params, jnp.float32, "vertex", graph=False)
+    ref, got = _both("lazy", structure, prob, params, spec, buffer)
+    assert int(np.sum(ref.totals.reoptimisations)) > S
+    for a, b in zip(jax.tree.leaves((ref.totals, ref.records)), jax.tree.leaves((got.totals, got.records))):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("kind", ["lazy", "async_lazy"])
 def test_pgd_solver_same_decisions(make_params, kind):
     """PGD: XLA fuses the solver differently inside the select form, so float results agree to
