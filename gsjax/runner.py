@@ -213,8 +213,8 @@ def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: P
     return Carry(state, problem.s0, totals)
 
 
-#: Up to this many seeds a device (float32 integers are exact to 2^24), the compacted solver
-#: finds a chunk's seeds with ``top_k``; beyond, with ``jnp.nonzero``.
+#: Up to this many seeds a device (float32 integers are exact to 2^24), a round whose requests
+#: fit one buffer finds them with ``top_k``; beyond, and in fuller rounds, ``jnp.nonzero``.
 TOP_K_SEEDS = 2**24
 
 
@@ -224,44 +224,51 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
     ``solve`` is ``algo.solve`` vmapped over seeds. The seeds that re-optimise are gathered
     into a fixed-size buffer, solved with a ``vmap`` of the buffer's width, and scattered back;
     a ``while_loop`` runs ``ceil(count / buffer)`` such chunks, so the round costs what its
-    triggers cost, not ``seeds x solver``. A chunk's seeds are the next ``buffer`` requests in
-    seed order, found by one ``top_k`` over the seeds' ranks (``jnp.nonzero`` with a static
-    size took ~15 kernels a round on CPU; it is kept beyond :data:`TOP_K_SEEDS` seeds, where
-    float32 ranks stop being exact). Per seed the solver sees exactly the inputs of the
-    ``where`` form (:func:`run`), so results are the same.
+    triggers cost, not ``seeds x solver``. The chunks' seeds, in seed order: in a round whose
+    requests fit one buffer (most rounds), one ``top_k`` over the seeds' ranks; otherwise
+    ``jnp.nonzero`` with a static size (~15 kernels on CPU, and the only way beyond
+    :data:`TOP_K_SEEDS` seeds, where float32 ranks stop being exact). Per seed the solver sees
+    exactly the inputs of the ``where`` form (:func:`run`), so results are the same.
     """
     mask = requests.reoptimise
     num = mask.shape[0]
     num_chunks = (jnp.sum(mask.astype(jnp.int32)) + buffer - 1) // buffer
     dtype = states.s.dtype
-    iota = jnp.arange(num, dtype=jnp.int32)
-    if num > TOP_K_SEEDS:
-        idx_all = jnp.nonzero(mask, size=-(-num // buffer) * buffer, fill_value=num)[0]
+    padded = -(-num // buffer) * buffer
 
-    def next_requests(c, lo):
-        """The seed ids of chunk ``c`` (padded with ``num``): requests from seed ``lo`` on."""
-        if num > TOP_K_SEEDS:
-            return jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
-        rank = (num - iota).astype(jnp.float32)  # > 0, larger for lower seed ids
-        top, idx = jax.lax.top_k(jnp.where(mask & (iota >= lo), rank, 0.0), buffer)
+    def all_requests(_):
+        return jnp.nonzero(mask, size=padded, fill_value=num)[0]
+
+    def one_buffer():
+        rank = (num - jnp.arange(num, dtype=jnp.int32)).astype(jnp.float32)  # > 0
+        top, idx = jax.lax.top_k(jnp.where(mask, rank, 0.0), buffer)
         return jnp.where(top > 0, idx, num)
+
+    if num > TOP_K_SEEDS:
+        idx_all, fits = all_requests(None), False
+    else:
+        fits = num_chunks <= 1
+        idx_all = jax.lax.cond(fits, lambda _: jnp.zeros((padded,), jnp.int32), all_requests,
+                               None)
+
+    def chunk(c):
+        return jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
 
     def take(tree, idx):
         return jax.tree_util.tree_map(lambda a: a[idx], tree)
 
     def body(c, carry):
-        s_out, r_out, lo = carry
-        idx = next_requests(c, lo)
-        lo = idx[-1] + 1  # a chunk before the last is full
+        s_out, r_out = carry
+        idx = chunk(c) if fits is False else jax.lax.cond(fits, one_buffer, lambda: chunk(c))
         gidx = jnp.minimum(idx, num - 1)  # padding entries read a real row, then are dropped
         prob = problem if pax is None else seed_rows(problem, gidx)
         s_b, r_b = solve(keys[gidx], take(states, gidx), take(requests, gidx), params, prob)
         s_out = s_out.at[idx].set(s_b, mode="drop")
         r_out = r_out.at[idx].set(r_b, mode="drop")
-        return s_out, r_out, lo
+        return s_out, r_out
 
-    init = (states.s, jnp.zeros((num,), dtype), jnp.int32(0))
-    return jax.lax.fori_loop(0, num_chunks, body, init)[:2]
+    init = (states.s, jnp.zeros((num,), dtype))
+    return jax.lax.fori_loop(0, num_chunks, body, init)
 
 
 def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move_cost, keys,
