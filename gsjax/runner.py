@@ -218,7 +218,8 @@ def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: P
 TOP_K_SEEDS = 2**24
 
 
-def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int):
+def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int,
+                     exact: bool = False):
     """Solve only the seeds whose request asks for it, ``buffer`` seeds at a time.
 
     ``solve`` is ``algo.solve`` vmapped over seeds. The seeds that re-optimise are gathered
@@ -229,6 +230,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
     ``jnp.nonzero`` with a static size (~15 kernels on CPU, and the only way beyond
     :data:`TOP_K_SEEDS` seeds, where float32 ranks stop being exact). Per seed the solver sees
     exactly the inputs of the ``where`` form (:func:`run`), so results are the same.
+    ``exact``: the solver's residual is always 0, and is not scattered.
     """
     mask = requests.reoptimise
     num = mask.shape[0]
@@ -237,7 +239,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
     padded = -(-num // buffer) * buffer
 
     def all_requests(_):
-        return jnp.nonzero(mask, size=padded, fill_value=num)[0]
+        return jnp.nonzero(mask, size=padded, fill_value=num)[0].astype(jnp.int32)
 
     def one_buffer():
         rank = (num - jnp.arange(num, dtype=jnp.int32)).astype(jnp.float32)  # > 0
@@ -264,8 +266,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
         prob = problem if pax is None else seed_rows(problem, gidx)
         s_b, r_b = solve(keys[gidx], take(states, gidx), take(requests, gidx), params, prob)
         s_out = s_out.at[idx].set(s_b, mode="drop")
-        r_out = r_out.at[idx].set(r_b, mode="drop")
-        return s_out, r_out
+        return s_out, r_out if exact else r_out.at[idx].set(r_b, mode="drop")
 
     init = (states.s, jnp.zeros((num,), dtype))
     return jax.lax.fori_loop(0, num_chunks, body, init)
@@ -296,7 +297,7 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
                 s_new, resid = solve(key, states, requests, params, problem)
             else:
                 s_new, resid = _solve_compacted(solve, key, states, requests, params, problem,
-                                                pax, buffer)
+                                                pax, buffer, algo.exact)
             return states._replace(s=s_new), info._replace(lcb_residual=resid)
 
     fold = lift(jax.random.fold_in, 0, None)

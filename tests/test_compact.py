@@ -68,6 +68,9 @@ def test_pgd_solver_same_decisions(make_params, kind):
         np.testing.assert_array_equal(getattr(ref.totals, f), getattr(got.totals, f), err_msg=f)
     np.testing.assert_allclose(ref.records.action, got.records.action, rtol=0, atol=1e-5)
     np.testing.assert_allclose(ref.totals.prediction_regret, got.totals.prediction_regret, rtol=1e-5)
+    assert np.all(ref.totals.max_lcb_residual > 0)  # PGD's residuals reach the totals
+    np.testing.assert_allclose(ref.totals.max_lcb_residual, got.totals.max_lcb_residual,
+                               rtol=1e-3, atol=1e-6)
 
 
 def test_problem_per_seed(make_params):

@@ -198,7 +198,7 @@ class BanditAlgorithm(NamedTuple):
     problem) -> dict[str, Array]`` reduces ONE seed's final state to small diagnostics (e.g.
     the learned graph of ``adaptive_lazy``; empty for most); the runner returns them per seed as
     :attr:`gsjax.runner.SweepResult.final`. ``relaxed``: built with the soft logic, so its
-    update counts are probabilities (floats).
+    update counts are probabilities (floats). ``exact``: its solver's residual is always 0.
     """
 
     name: str
@@ -210,3 +210,4 @@ class BanditAlgorithm(NamedTuple):
     always_solves: bool
     describe: Callable
     relaxed: bool = False
+    exact: bool = False  # the solver's residual is always 0 (vertex, DP): nothing to carry

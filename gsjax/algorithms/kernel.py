@@ -234,6 +234,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
         name=name, init=init, act=act, update=update, prepare=prepare, solve=solve_request,
         always_solves=schedule.always_solves or L.soft,
         describe=describe or (lambda state, problem: {}), relaxed=L.soft,
+        exact=spec.solver != "pgd",
     )
 
 
