@@ -46,8 +46,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from gsjax import distributed
 from gsjax.xla import COMPILER_OPTIONS, compiler_options, jit
 from gsjax.algorithms.base import AgentParams, BanditAlgorithm, BanditState
-from gsjax.problem import (Problem, Structure, at_scopes, observe, round_draws, seed_axes,
-                           seed_rows)
+from gsjax.problem import (Draws, Problem, Structure, at_scopes, observe, round_draws,
+                           seed_axes, seed_rows)
 
 __all__ = [
     "RunTotals", "Records", "Carry", "SweepResult", "SeedBatch", "NonFiniteFeedback",
@@ -303,14 +303,16 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
     fold = lift(jax.random.fold_in, 0, None)
     draws = lift(round_draws, 0, None)
     act = lift(algo.act, 0, 0, None, pax)
-    see = lift(lambda d, prob, s: observe(d, structure, prob, s), 0, pax, 0)
+    # the round counter stays one scalar for the batch: the normals' one-trip loop is then
+    # not batched (a batched loop costs a reduce and selects a round)
+    see = lift(lambda d, prob, s: observe(d, structure, prob, s), Draws(0, None, 0), pax, 0)
     accumulate = lift(lambda *a: _accumulate(structure, *a), 0, pax, 0, 0, 0, 0, None, None)
 
     def round_(carry: Carry, t) -> Carry:
         state, s_prev, tot = carry
         key_t = fold(keys, t)
         action, state = act(fold(key_t, 1), state, params, problem)
-        fb = see(draws(keys, t), problem, action)
+        fb = see(draws(keys, t)._replace(round=jnp.asarray(t, jnp.uint32)), problem, action)
         state, info = update(fold(key_t, 2), state, action, fb, params, problem)
         tot = accumulate(tot, problem, action, s_prev, fb, info, move_cost, t)
         return Carry(state, action, tot)
