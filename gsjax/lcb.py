@@ -218,8 +218,16 @@ def bit_table(width: int) -> np.ndarray:
 
 
 def _rank(free: jax.Array, width: int) -> jax.Array:
-    """The index of each free entry among the free (clipped to the bit table's width)."""
-    return jnp.clip(jnp.cumsum(free.astype(jnp.int32)) - 1, 0, width - 1)
+    """The index of each free entry among the free (clipped to the bit table's width). A few
+    entries: sums under a static triangle, fused into the reader (a ``cumsum`` is a kernel
+    of its own on CPU)."""
+    f = free.astype(jnp.int32)
+    w = f.shape[-1]
+    if w <= _SELECT_COLS:
+        count = jnp.sum(jnp.where(np.tri(w, dtype=bool), f[..., None, :], 0), axis=-1)
+    else:
+        count = jnp.cumsum(f, axis=-1)
+    return jnp.clip(count - 1, 0, width - 1)
 
 
 def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> jax.Array:
