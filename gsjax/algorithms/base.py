@@ -210,4 +210,4 @@ class BanditAlgorithm(NamedTuple):
     always_solves: bool
     describe: Callable
     relaxed: bool = False
-    exact: bool = False  # the solver's residual is always 0 (vertex, DP): nothing to carry
+    exact: bool = False  # the solver's residual is always 0 (vertex, DP): not scattered back
