@@ -5,6 +5,9 @@
     bash benchmarks/gpu.sh              # --mode gpu: 10^4 - 10^6 seeds on a CUDA GPU
 
 Workloads: ``benchmarks/workloads.py`` (gsjax in float32, every NumPy baseline in float64).
+The report replaces the top of ``benchmarks/RESULTS.md``; its dated sections (``## YYYY-MM-DD
+...``, the measurements written by hand) are kept below it. ``--render`` rewrites the top from
+``benchmarks/results/latest.json``.
 
 Per row (workload, algorithm, seeds S, horizon T) the contenders run alternately repetition by
 repetition (``benchmarks/timing.py``: A B C ..., ... C B A, one untimed warm-up call each), and
@@ -48,6 +51,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -438,6 +442,18 @@ def _targets_markdown(res) -> list[str]:
     return out
 
 
+_DATED = re.compile(r"^## \d{4}-\d{2}-\d{2}", re.M)
+
+
+def _write_report(path: Path, generated: str) -> None:
+    """Write the generated report at the top of ``path``, keeping the file's dated sections
+    (``## YYYY-MM-DD ...``, the measurements written by hand below the table) after it."""
+    old = path.read_text() if path.is_file() else ""
+    dated = _DATED.search(old)
+    kept = "\n\n" + old[dated.start():].rstrip("\n") if dated else ""
+    write_text(path, generated.rstrip("\n") + kept + "\n")
+
+
 def _extra_markdown(folder: Path) -> str:
     """Sections from benchmarks/noise.py, roofline.py and variants.py results, when present."""
     parts = []
@@ -486,7 +502,7 @@ def main(argv=None) -> int:
                          for p in (args.out, args.results_md))
     if args.render:
         res = json.loads(out_path.read_text())
-        write_text(md_path, results_markdown(res) + _extra_markdown(out_path.parent))
+        _write_report(md_path, results_markdown(res) + _extra_markdown(out_path.parent))
         print(f"wrote {md_path} from {out_path}")
         return 0
     cache = tempfile.mkdtemp(prefix="gsjax-bench-cache-")
@@ -520,7 +536,7 @@ def main(argv=None) -> int:
                       flush=True)
             meta["total_seconds"] = time.perf_counter() - t_begin
             write_json(out_path, res)
-            write_text(md_path, results_markdown(res))
+            _write_report(md_path, results_markdown(res))
     first = next(((s, h) for n, s, h in cfg["rows"] if n == "section7_2"), None)
     if first and "section7_2" in wanted:
         res["kernels"] = {"meta": dict(command=meta["command"], note=" (the gsjax rows' programs)",
@@ -548,7 +564,7 @@ def main(argv=None) -> int:
     meta["cpu_seconds"] = time.process_time() + resource.getrusage(
         resource.RUSAGE_CHILDREN).ru_utime
     write_json(out_path, res)
-    write_text(md_path, results_markdown(res) + _extra_markdown(out_path.parent))
+    _write_report(md_path, results_markdown(res) + _extra_markdown(out_path.parent))
     print(f"wrote {out_path} and {md_path} in {meta['total_seconds']:.0f} s")
     return 0
 
