@@ -8,9 +8,9 @@ so each side is a subprocess importing its own tree (``git worktree add`` of the
 a temporary folder, removed at the end; a folder is used as it is), started in turn A B, B A,
 ... Sweep mode: :func:`devices.child` (``runner.sweep`` on the section7_2 workload of
 ``benchmarks/workloads.py``, one device or ``--devices``, compiled once, the median of
-``--repeats`` runs), the summed regret and records checked equal. ``--cli``: ``gsjax run section7_2`` (its
-``run_seconds`` per algorithm, cold compile apart, persistent cache off). Prints the medians
-over the pairs and A / B (> 1: B faster).
+``--repeats`` runs), the summed regret and records checked equal. ``--cli``: ``gsjax run
+section7_2`` (its ``run_seconds`` per algorithm, cold compile apart, persistent cache off).
+Prints the medians over the pairs and A / B (> 1: B faster).
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
     dtype = states.s.dtype
     padded = -(-num // buffer) * buffer
 
-    def all_requests(_):
+    def all_requests():
         return jnp.nonzero(mask, size=padded, fill_value=num)[0].astype(jnp.int32)
 
     def one_buffer():
@@ -246,22 +246,24 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
         top, idx = jax.lax.top_k(jnp.where(mask, rank, 0.0), buffer)
         return jnp.where(top > 0, idx, num)
 
-    if num > TOP_K_SEEDS:
-        idx_all, fits = all_requests(None), False
-    else:
+    ranked = num <= TOP_K_SEEDS  # float32 ranks exact: a round within one buffer uses top_k
+    if ranked:
         fits = num_chunks <= 1
-        idx_all = jax.lax.cond(fits, lambda _: jnp.zeros((padded,), jnp.int32), all_requests,
-                               None)
+        idx_all = jax.lax.cond(fits, lambda: jnp.zeros((padded,), jnp.int32), all_requests)
+    else:
+        idx_all = all_requests()
 
-    def chunk(c):
-        return jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))
+    def chunk_seeds(c):
+        """Seed ids of chunk ``c``, padded with ``num``."""
+        nth = lambda: jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))  # noqa: E731
+        return jax.lax.cond(fits, one_buffer, nth) if ranked else nth()
 
     def take(tree, idx):
         return jax.tree_util.tree_map(lambda a: a[idx], tree)
 
     def body(c, carry):
         s_out, r_out = carry
-        idx = chunk(c) if fits is False else jax.lax.cond(fits, one_buffer, lambda: chunk(c))
+        idx = chunk_seeds(c)
         gidx = jnp.minimum(idx, num - 1)  # padding entries read a real row, then are dropped
         prob = problem if pax is None else seed_rows(problem, gidx)
         s_b, r_b = solve(keys[gidx], take(states, gidx), take(requests, gidx), params, prob)

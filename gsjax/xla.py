@@ -14,7 +14,8 @@ __all__ = ["COMPILER_OPTIONS", "compiler_options", "jit"]
 
 #: XLA options of gsjax's compiled programs where the compiler accepts them
 #: (:func:`compiler_options`).
-COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_use_fusion_emitters": False,
+COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "",
+                    "xla_cpu_use_fusion_emitters": False,
                     "xla_cpu_copy_insertion_use_region_analysis": True}
 _accepted: dict = {}
 
