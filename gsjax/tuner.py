@@ -1,37 +1,29 @@
 """An ask/tell tuner for a live system: the simulator's algorithms, one observation at a time.
 
-A :class:`Tuner` is built from an experiment config -- the scopes and features of the problem,
-the algorithm and its parameters; the config's ``theta*`` is never read -- and holds ONE
-learner (the runner's seed ``seed``). Its loop:
+A :class:`Tuner` holds ONE learner (the runner's seed ``seed``) of an experiment config's
+algorithm (its ``theta*`` is never read):
 
-* :meth:`Tuner.suggest` -- the setting to deploy, ``s`` in ``[0, 1]^n``. It changes only when
-  the algorithm re-optimises (for the lazy algorithms: when a trigger fires).
-* :meth:`Tuner.observe` -- the per-criterion losses the system measured at a setting, one
-  observation (``(k,)``) or several (``(B, k)``, with one setting or one per row). Each
-  observation is one round of the algorithm. By default the setting must be the one suggested;
-  ``allow_off_policy=True`` accepts any setting in the box (the ridge statistics use it as
-  played).
-* :meth:`Tuner.save` / :meth:`Tuner.load` -- the whole learner in one versioned file, written
-  atomically (a temporary file, then a rename). The file it replaces is kept beside it as
-  ``STATE.prev``, and temporary files a killed write left behind are removed.
+* :meth:`Tuner.suggest` -- the setting ``s`` in ``[0, 1]^n`` to deploy; it changes only when
+  the algorithm re-optimises.
+* :meth:`Tuner.observe` -- the per-criterion losses measured at a setting: one observation
+  ``(k,)`` or several ``(B, k)``, each one round of the algorithm. The setting must be the one
+  suggested unless ``allow_off_policy=True`` (the ridge statistics then use it as played).
+* :meth:`Tuner.save` / :meth:`Tuner.load` -- the learner in one versioned file, written
+  atomically; the file it replaces is kept as ``STATE.prev``.
 
-A round is the kernel's own ``act`` then ``update`` (:mod:`gsjax.algorithms.kernel`), with the
-runner's keys (DESIGN section 3): seed key ``fold_in(key(root_seed), seed)``, round ``t`` (the
-``t``-th observation) uses ``fold_in(seed_key, t)`` with ``act`` / ``update`` sub-keys 1 and 2,
-``init`` uses ``fold_in(seed_key, 0)``. Fed the feedback a simulated run observed, a tuner
-therefore takes exactly the simulator's decisions (``tests/test_tuner.py``).
+A round is the kernel's ``act`` then ``update`` with the runner's keys (DESIGN section 3), so fed
+a simulated run's feedback a tuner takes exactly the simulator's decisions.
 
-Every bad input raises :class:`TunerError` (a :class:`~gsjax.config.ConfigError`: the CLI
-prints it on one line and exits with status 2) before the state is touched: a vector of the
-wrong length, a setting outside the box, NaN or infinite values, values that overflow the
-state's dtype (``1e39`` in a float32 learner), a setting other than the one suggested. A batch of
-observations is applied all or nothing. A state file that cannot be read is refused on one line
-that names it and, when ``STATE.prev`` exists, says how to go back to it.
+Every bad input raises :class:`TunerError` before the state is touched (wrong lengths, settings
+outside the box, non-finite values or values that overflow the state's dtype, a setting other
+than the one suggested); a batch is applied all or nothing. An unreadable state file is refused
+on one line that says how to go back to ``STATE.prev`` when it exists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -80,8 +72,8 @@ _CACHE: dict = {}
 
 
 def _cached(key, make):
-    """``make()`` once per ``key`` in this process: a loop that loads the state file every round
-    builds the problem once, and ``jax.jit`` (cached by function) compiles once."""
+    """``make()`` once per ``key`` in this process (a loop that loads the state every round
+    builds and compiles once)."""
     if key not in _CACHE:
         _CACHE[key] = make()
     return _CACHE[key]
@@ -109,10 +101,8 @@ def _vector(value, length: int, field: str, what: str) -> np.ndarray:
 
 def _rows(setting, values, n: int, length: int, field: str, what: str):
     """Validated ``(settings (B, n), values (B, length))`` of one or several observations."""
-    v = _vector(values, length, field, what)
-    s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
-    vs = v[None] if v.ndim == 1 else v
-    ss = s[None] if s.ndim == 1 else s
+    vs = np.atleast_2d(_vector(values, length, field, what))
+    ss = np.atleast_2d(_vector(setting, n, "setting", f"one value per coordinate, n = {n}"))
     if ss.shape[0] == 1 and vs.shape[0] > 1:
         ss = np.broadcast_to(ss, (vs.shape[0], n))
     if ss.shape[0] != vs.shape[0]:
@@ -140,9 +130,8 @@ def _check_fits(values: np.ndarray, dtype, field: str) -> None:
 def _check_state_finite(before, after, values: np.ndarray, dtype, field: str) -> None:
     """Refuse observations whose sums overflow the state (a leaf finite before, not after)."""
     for old, new in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
-        if not jnp.issubdtype(new.dtype, jnp.inexact):
-            continue
-        if np.all(np.isfinite(np.asarray(old))) and not np.all(np.isfinite(np.asarray(new))):
+        if (jnp.issubdtype(new.dtype, jnp.inexact) and np.all(np.isfinite(np.asarray(old)))
+                and not np.all(np.isfinite(np.asarray(new)))):
             raise TunerError(field, f"values up to {float(np.max(np.abs(values)))!r} would "
                                     f"overflow the learner's {np.dtype(dtype).name} state; "
                                     f"rescale the values")
@@ -196,10 +185,7 @@ class _Learner:
 
     def _key(self, *path):
         """The seed key folded with ``path`` (round ``t``'s act key: ``_key(t, 1)``)."""
-        key = self._seed_key
-        for i in path:
-            key = jax.random.fold_in(key, i)
-        return key
+        return functools.reduce(jax.random.fold_in, path, self._seed_key)
 
     def _set_state(self, state, restore: dict | None, **fresh) -> None:
         """The learner state and counters, fresh or as saved (``fresh`` gives the counters'
@@ -207,9 +193,8 @@ class _Learner:
         self._counter_names = tuple(fresh)
         saved = fresh if restore is None else restore["counters"]
         for name, value in fresh.items():
-            v = saved[name]
-            setattr(self, name, np.asarray(v, value.dtype) if isinstance(value, np.ndarray)
-                    else type(value)(v))
+            setattr(self, name, np.asarray(saved[name], value.dtype)
+                    if isinstance(value, np.ndarray) else type(value)(saved[name]))
         if restore is None:
             self._state = state
             return
@@ -262,8 +247,7 @@ class _Learner:
             c["last_setting"], c["rounds"] = played64, t
         _check_state_finite(self._state, state, vs, self._dtype, self._observed[1])
         self._state = state
-        for name, value in c.items():
-            setattr(self, name, value)
+        vars(self).update(c)
         return {"rounds": self.rounds, "observations": int(vs.shape[0]),
                 "suggested": self.suggest().tolist()}
 
@@ -281,9 +265,9 @@ class _Learner:
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
                 "config": self._schema[2](self.cfg), "algorithm": self.algorithm,
                 "seed": self.seed, **extra, "counters": counters}
-        arrays = {"meta": np.asarray(json.dumps(meta))}
-        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
-            arrays[f"state/{i:05d}"] = np.asarray(leaf)
+        leaves = jax.tree_util.tree_leaves(self._state)
+        arrays = {"meta": np.asarray(json.dumps(meta)),
+                  **{f"state/{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}}
         path = Path(path)
         remove_orphan_tmps(path, tags=("prev",))
         _keep_prev(path)
@@ -428,18 +412,13 @@ class OGDTuner(_Learner):
     """Randomized Lazy OGD (Section 6) for a live system: the gradient is what is observed.
 
     Built from a ``kind = "oco"`` config (:mod:`gsjax.oco`): its ``[problem]`` gives the shape
-    (components, coordinates per component) and the bounds the step-size rule needs (target
-    range, weights), an ``[algorithms.NAME]`` entry the algorithm (``ogd``, ``lazy_ogd``,
-    ``componentwise_lazy_ogd``) and its budget, the first horizon of ``horizon`` the planned
-    ``T`` (the switching probability is ``p = M/T``; its step rule gives ``eta``). With several
-    budgets in the entry, ``budget_index`` picks one. No target is ever drawn.
+    and the step-size rule's bounds, an ``[algorithms.NAME]`` entry the algorithm and its
+    budgets (``budget_index`` picks one), the first horizon the planned ``T`` (``p = M/T``).
 
-    The loop differs from the bandit tuner in one way: OGD takes the gradient of the round's
-    loss at its VIRTUAL iterate ``w_t`` (:meth:`query`), which is not always the deployed
-    setting (:meth:`suggest`, ``s_t``; the lazy algorithms deploy ``w_t`` with probability
-    ``p``). :meth:`observe` takes the setting that was deployed and the gradient at the query
-    point. Keys follow :mod:`gsjax.oco.runner`, so fed the gradients of a simulated run the
-    tuner deploys exactly the simulator's settings (``tests/test_tuner.py``).
+    OGD takes the gradient of the round's loss at its VIRTUAL iterate ``w_t`` (:meth:`query`),
+    not always the deployed setting (:meth:`suggest`, ``s_t``); :meth:`observe` takes the
+    deployed setting and the gradient at the query point. Keys follow
+    :mod:`gsjax.oco.runner`, so the tuner deploys exactly the simulator's settings.
     """
 
     family = "ogd"
