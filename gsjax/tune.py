@@ -119,15 +119,13 @@ def _sets(overrides, seeds, horizon, *more) -> list[str]:
 
 def _pick_entry(cfg, algorithm: str | None,
                 preferred=lambda e: e.algorithm in ("lazy", "async_lazy")):
-    """The entry named ``algorithm``; by default the first ``preferred`` entry, else the first
-    (bandit: every algorithm has a relaxed form, the first lazy or async entry is preferred)."""
+    """The entry named ``algorithm``, else the first ``preferred`` one, else the first."""
     return pick_entry(cfg, algorithm, preferred=preferred)
 
 
 def _adam(step, u0: dict, steps: int, lr: float, log):
-    """Adam on the log-parameters; ``step(u, i) -> (objective, gradient, extra)`` (``extra`` a
-    dict added to the trace entry). Returns (u with the lowest objective, trace, first
-    gradient)."""
+    """Adam on the log-parameters; ``step(u, i) -> (objective, gradient, extra)`` (``extra``
+    joins the trace entry). Returns (u with the lowest objective, trace, first gradient)."""
     opt = optax.adam(lr)
     u = {k: jnp.asarray(v) for k, v in u0.items()}
     st, trace, best, g0 = opt.init(u), [], (float("inf"), u), None
@@ -164,8 +162,7 @@ def _fd_check(value, u0: dict, g0) -> dict:
 
 
 def _result(params: dict, objective, heldout, check: dict) -> dict:
-    """``tune.json``; ``objective`` and ``heldout`` are the per-seed values at the initial and
-    the final point."""
+    """``tune.json``; ``objective``, ``heldout``: per-seed values, initial and final point."""
     objective, heldout = ({"initial": results.mean_stderr(a), "final": results.mean_stderr(b)}
                           for a, b in (objective, heldout))
     return {"params": params, "objective": objective, "heldout_hard": heldout,
@@ -174,8 +171,7 @@ def _result(params: dict, objective, heldout, check: dict) -> dict:
 
 def _meta(path, entry, kind: str, dtype: str, overrides, S: int, H: int, T: int, steps: int,
           lr: float, check: dict, wall: dict, **own) -> dict:
-    """``trace.json``'s ``meta``: the run's facts with the family's ``own`` ones, the work in
-    seed-rounds and the wall times."""
+    """``trace.json``'s ``meta``: the run's facts, the family's ``own``, work and wall times."""
     rounds = {"tuning_gradient_steps": (steps + 1) * S * T,
               "gradient_check": check["evaluations"] * S * T, "heldout_hard": 2 * H * T}
     return {"config": str(path), "algorithm": entry.name, "kind": kind, "dtype": dtype,
@@ -218,8 +214,7 @@ class BanditTuning:
         self.seed_ids = np.arange(seed_start, seed_start + S)  # tuning seeds (global ids)
         self.held_ids = np.arange(seed_start + S, seed_start + S + H)
         self.built = built = experiment.build(cfg, seed_start=seed_start)
-        self.held = experiment.build(dataclasses.replace(cfg, seeds=H),
-                                     seed_start=seed_start + S)
+        self.held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=seed_start + S)
         ba = self.ba = built.algorithms[0]
         fdtype = self.dtype = built.dtype
         k = self.k = built.structure.num_criteria
@@ -237,7 +232,7 @@ class BanditTuning:
         base = self.base = ba.params
         # log beta, log lambda_reg, log log c, log pgd_lr: the initial values.
         field = {f: "log_trigger" if f == "trigger" else f for f in _BANDIT_PARAMS}
-        u0 = {}
+        self.u0 = {}
         for kn in kns:
             v = getattr(base, field[kn.field])
             if kn.field == "beta" and kn.index is None:
@@ -246,8 +241,7 @@ class BanditTuning:
                 v = jnp.broadcast_to(v, (k,))
             if isinstance(kn.index, int):
                 v = v[kn.index]
-            u0[kn.name] = jnp.log(v)
-        self.u0 = u0
+            self.u0[kn.name] = jnp.log(v)
 
         def to_params(u):
             p = base
@@ -282,8 +276,7 @@ class BanditTuning:
         fn = self._hard_fns.get(id(b))
         if fn is None:
             def one(key, prob, params):
-                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost,
-                                       T, T)
+                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost, T, T)
                 return tot.prediction_regret + tot.movement_cost
 
             def grid(keys, prob, ustack):
@@ -397,8 +390,8 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                  point={"initial": bt.point(u0), "final": bt.point(u_best)})
     meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T if select_hard else 0
     if estimator == "es":
-        meta["seed_rounds"]["tuning_gradient_steps"] = 0
-        meta["seed_rounds"]["tuning_hard"] = (steps + 1) * (2 * pairs + 1) * S * T
+        meta["seed_rounds"].update(tuning_gradient_steps=0,
+                                   tuning_hard=(steps + 1) * (2 * pairs + 1) * S * T)
     return result, trace, meta
 
 
@@ -406,12 +399,10 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
 
 
 class OCOTuning:
-    """The pieces of an OCO tuning problem (``kind = "oco"``: OGD's step size; shared by
-    :func:`_tune_oco` and ``benchmarks/gradients.py``): ``u0`` (``log eta_scale`` relative to
-    the entry's), ``per_seed(u, keys)`` the run's total regret (loss regret + movement cost)
-    per seed, ``keys`` / ``hkeys`` the tuning seeds ``0 .. S-1`` / held-out ``S .. S+H-1``, and
-    ``hard(keys, us)`` for many points at once. Build it from a loaded OCO config (or
-    :meth:`from_path`) and call it under ``jax.enable_x64(cfg.dtype == "float64")``."""
+    """The pieces of an OCO tuning problem (OGD's step size): ``u0`` (``log eta_scale``
+    relative to the entry's), ``per_seed(u, keys)`` the total regret (loss regret + movement
+    cost) per seed, ``keys`` / ``hkeys`` the tuning / held-out seeds, ``hard(keys, us)`` for
+    many points. Call it under ``jax.enable_x64(cfg.dtype == "float64")``."""
 
     @classmethod
     def from_path(cls, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
@@ -501,25 +492,20 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
     ``trace.json`` there.
 
     Args:
-      config: a config path or built-in name.
-      params: names, a list or a comma-separated string.
-      steps: Adam steps; lr: Adam's step size on the log-parameters.
-      seeds: tuning seeds ``0 .. S-1`` (default the config's); heldout_seeds: seeds
-        ``S .. S+H-1`` for the hard evaluation (default ``S``).
-      horizon: overrides the config's (OCO: the first of its horizons is used).
+      config: a config path or built-in name; params: names (a list or comma-separated).
+      steps, lr: Adam's steps and step size on the log-parameters.
+      seeds: tuning seeds ``0 .. S-1``; heldout_seeds: seeds ``S .. S+H-1`` (default ``S``).
+      horizon, overrides: override the config (OCO: its first horizon); ``--set`` strings.
       algorithm: the entry to tune (default: the first lazy entry).
-      overrides: ``--set`` strings.
-      dtype: bandit configs run in this dtype (float64: the finite-difference check needs it);
-        OCO configs keep their own.
+      dtype: bandit configs only (float64: the finite-difference check needs it).
       point: OCO only: the entry's budget point.
       select: ``final`` is the iterate with the lowest ``"relaxed"`` objective or the lowest
-        ``"hard"`` regret on the tuning seeds (one hard run per iterate). OCO: the same.
+        ``"hard"`` regret on the tuning seeds (one hard run per iterate).
       estimator: bandit configs: ``"pathwise"`` (autodiff through the relaxed run) or ``"es"``
         (:mod:`gsjax.es` on the HARD objective: ``pairs`` pairs at scale ``sigma`` in the
-        log-knobs, directions from ``es_seed``; a step's objective is the hard run's, so
-        ``final`` has the lowest hard regret on the tuning seeds).
-      anneal: pathwise: the last step's temperature, reached geometrically from the config's
-        (the solve temperature scaled alike); needs ``select = "hard"``.
+        log-knobs, directions from ``es_seed``; ``final`` has the lowest hard regret).
+      anneal: pathwise, ``select = "hard"``: the last step's temperature, reached
+        geometrically from the config's (the solve temperature scaled alike).
       window: pathwise: no gradient flows through the agent's state across a boundary of
         ``window`` rounds (must divide the horizon).
     """
@@ -593,8 +579,8 @@ def add_parser(sub) -> None:
     t.add_argument("--horizon", type=int, help="override the horizon T")
     t.add_argument("--algorithm", help="the entry to tune (default: the first lazy one)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-    t.add_argument("--dtype", default="float64", help="bandit configs: float64 (default) or "
-                                                      "float32")
+    t.add_argument("--dtype", default="float64",
+                   help="bandit configs: float64 (default) or float32")
     t.add_argument("--point", type=int, default=0, help="OCO: the entry's budget point")
     t.add_argument("--select", default="relaxed", choices=("relaxed", "hard"),
                    help="final iterate: lowest relaxed objective (default) or lowest hard "
