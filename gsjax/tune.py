@@ -354,8 +354,7 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                 centre["v"] = float(tot[-1])
                 return tot[:-1]
 
-            est = es.antithetic_gradient(values, x, sigma,
-                                         es.perturbations(rng, pairs, x.shape[0]))
+            est = es.antithetic_gradient(values, x, sigma, es.perturbations(rng, pairs, x.shape[0]))
             g = jax.tree_util.tree_map(jnp.asarray, unravel(jnp.asarray(est.grad)))
             return centre["v"], g, {"smoothed": est.smoothed}
 

@@ -37,24 +37,11 @@ import numpy as np
 
 from gsjax import experiment, linalg
 from gsjax.algorithms.kernel import exploration_radius
-from gsjax.config import (
-    ConfigError,
-    ExperimentConfig,
-    config_hash,
-    config_to_dict,
-    find_config,
-    parse_config,
-    pick_entry,
-    read_toml,
-)
+from gsjax.config import (ConfigError, ExperimentConfig, config_hash, config_to_dict, find_config,
+                          parse_config, pick_entry, read_toml)
 from gsjax.oco import algorithms as oalgs
 from gsjax.oco import experiment as oexp
-from gsjax.oco.config import (
-    OCOConfig,
-    config_kind,
-    oco_config_to_dict,
-    parse_oco_config,
-)
+from gsjax.oco.config import OCOConfig, config_kind, oco_config_to_dict, parse_oco_config
 from gsjax.problem import Feedback, all_features, seed_rows
 from gsjax.results import remove_orphan_tmps, write_npz
 
@@ -260,8 +247,7 @@ class _Learner:
     def save(self, path, **extra) -> Path:
         """Write the learner to ``path`` atomically (versioned ``.npz``); the file it replaces
         is kept as ``STATE.prev``."""
-        counters = {name: np.asarray(getattr(self, name)).tolist()
-                    for name in self._counter_names}
+        counters = {name: np.asarray(getattr(self, name)).tolist() for name in self._counter_names}
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
                 "config": self._schema[2](self.cfg), "algorithm": self.algorithm,
                 "seed": self.seed, **extra, "counters": counters}
@@ -366,8 +352,7 @@ class Tuner(_Learner):
     def _learn(self, t, acted, played, y, off, c):
         dt = self._dtype
         fb = Feedback(y=jnp.asarray(y, dt), expected_loss=jnp.asarray(jnp.nan, dt))
-        state, info = self._update(self._key(t, 2), acted, played, fb, self._params,
-                                   self._problem)
+        state, info = self._update(self._key(t, 2), acted, played, fb, self._params, self._problem)
         c["updates"] = c["updates"] + np.asarray(info.updated, np.int64)
         c["triggers"] = c["triggers"] + np.asarray(info.triggered, np.int64)
         c["reoptimisations"] += int(info.reoptimised)
@@ -444,8 +429,7 @@ class OGDTuner(_Learner):
         self.budget = np.asarray(budgets[budget_index], np.float64)
         self.kind, self.horizon, self.budget_index = entry.algorithm, horizon, int(budget_index)
         self.num_coords, self.num_components = spec.n, spec.num_components
-        self._observed = (spec.n, "gradient",
-                          f"the loss gradient at the query point, n = {spec.n}")
+        self._observed = (spec.n, "gradient", f"the loss gradient at the query point, n = {spec.n}")
         algo = _cached(("oco", spec, entry.algorithm), lambda: oalgs.make(entry.algorithm, spec))
         self._act, self._step = jax.jit(algo.act), jax.jit(_ogd_step)
         state = algo.init(self._key(0, 1), self._params, problem)
@@ -460,8 +444,7 @@ class OGDTuner(_Learner):
     def observe(self, setting, gradient, allow_off_policy: bool = False) -> dict:
         """Add rounds: the deployed ``setting`` (n,) or (B, n) and the gradient (n,) or (B, n)
         of each round's loss at the query point."""
-        return dict(self._observe(setting, gradient, allow_off_policy),
-                    query=self.query().tolist())
+        return dict(self._observe(setting, gradient, allow_off_policy), query=self.query().tolist())
 
     def _learn(self, t, acted, played, gradient, off, c):
         if off:
@@ -487,8 +470,7 @@ def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(
     """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
     if not isinstance(config, (OCOConfig, ExperimentConfig)):
         config = find_config(str(config))
-    if isinstance(config, OCOConfig) or (isinstance(config, Path)
-                                         and config_kind(config) == "oco"):
+    if isinstance(config, OCOConfig) or (isinstance(config, Path) and config_kind(config) == "oco"):
         return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index=budget_index)
     return Tuner.from_config(config, algorithm, seed, overrides)
 
