@@ -59,8 +59,7 @@ _CACHE: dict = {}
 
 
 def _cached(key, make):
-    """``make()`` once per ``key`` in this process (a loop that loads the state every round
-    builds and compiles once)."""
+    """``make()`` once per ``key`` in this process (a state loaded every round builds once)."""
     if key not in _CACHE:
         _CACHE[key] = make()
     return _CACHE[key]
@@ -270,8 +269,7 @@ class _Learner:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 leaves = [z[f] for f in sorted(f for f in z.files if f.startswith("state/"))]
-        except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError,
-            # NotImplementedError (a flipped compression method), ...: all mean unreadable
+        except Exception as e:  # BadZipFile, zlib.error, EOFError, ...: all mean unreadable
             raise _unreadable(path, e) from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise _unreadable(path, None)
