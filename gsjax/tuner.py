@@ -137,8 +137,7 @@ def _intact(path: Path) -> bool:
 
 
 def _keep_prev(path: Path) -> None:
-    """Keep the file at ``path`` as ``STATE.prev`` (atomically: a hard link, else a copy, to a
-    temporary name, then a rename); a damaged file never replaces the ``.prev``."""
+    """Keep ``path`` as ``STATE.prev`` atomically (link or copy, then rename) unless damaged."""
     if not path.is_file() or not _intact(path):
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.prev.", suffix=".tmp", dir=path.parent)
@@ -174,8 +173,7 @@ class _Learner:
         return functools.reduce(jax.random.fold_in, path, self._seed_key)
 
     def _set_state(self, state, restore: dict | None, **fresh) -> None:
-        """The learner state and counters, fresh or as saved (``fresh`` gives the counters'
-        names, their order in the file and their types)."""
+        """The state and counters, fresh or as saved (``fresh``: the counters' names and types)."""
         self._counter_names = tuple(fresh)
         saved = fresh if restore is None else restore["counters"]
         for name, value in fresh.items():
@@ -291,8 +289,7 @@ class _Learner:
 
 
 def _unreadable(path: Path, error) -> TunerError:
-    """The one-line refusal of a state file that cannot be read, with the way back to
-    ``STATE.prev`` when there is one."""
+    """The one-line refusal of an unreadable state file, with the way back to ``STATE.prev``."""
     why = "" if error is None else " ({}: {})".format(type(error).__name__,
                                                       " ".join(str(error).split()))
     prev = _prev_path(path)
