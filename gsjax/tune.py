@@ -1,39 +1,31 @@
 r"""``gsjax tune``: hyperparameters by gradient descent through whole runs.
 
-The objective is the mean over tuning seeds of a run's regret, prediction regret plus movement
-cost, ``sum_t (L(s_t) - L(s*)) + lambda sum_t ||s_t - s_{t-1}||_1``:
+The objective is the mean over tuning seeds of a run's regret plus movement cost,
+``sum_t (L(s_t) - L(s*)) + lambda sum_t ||s_t - s_{t-1}||_1``:
 
-* bandit configs: of the RELAXED algorithm (:mod:`gsjax.relaxed`; settings from the config's
-  ``[relaxed]`` table), differentiable in ``beta``, ``lambda_reg`` and the trigger threshold
-  (``environment = "adult"``: on the smoothed environment, :func:`gsjax.fairness.smooth`, whose
-  loss is not a step function of the threshold);
-* ``kind = "oco"`` configs (Section 6): of the algorithm itself, which needs no relaxation for
-  its step size: the coins ``u_t < p`` do not depend on ``eta`` and the projection is a clip,
-  so the run is differentiable in ``eta`` almost everywhere (the adversary's target is a step
-  function of the previous state: no gradient flows through it).
+* bandit configs: of the RELAXED algorithm (:mod:`gsjax.relaxed`, the config's ``[relaxed]``
+  table), differentiable in ``beta``, ``lambda_reg`` and the trigger threshold (``environment =
+  "adult"``: on the smoothed environment, :func:`gsjax.fairness.smooth`);
+* ``kind = "oco"`` configs (Section 6): of the algorithm itself: the coins ``u_t < p`` do not
+  depend on ``eta`` and the projection is a clip, so the run is differentiable in ``eta`` almost
+  everywhere (no gradient flows through the adversary's target).
 
-Parameterisation (choice): Adam (optax) on the LOGARITHM of every positive quantity, so that
-steps are relative and positivity needs no projection: ``log beta`` (one value shared by the
-criteria, as the config's ``beta``), ``log lambda_reg_i`` (one per criterion), ``log log c``
-for the trigger (``c > 1`` whatever the step), ``log eta_scale``. The seeds are fixed during
-tuning (common random numbers), so the objective is a deterministic function of the
-parameters; the reported ``final`` point is the iterate with the lowest objective seen, or
-(``--select hard``, bandit configs) the one whose HARD run has the lowest regret on the tuning
-seeds.
+Adam (optax) runs on the LOGARITHM of every positive quantity (relative steps, no projection):
+``log beta``, ``log lambda_reg_i``, ``log log c`` for the trigger (``c > 1``), ``log
+eta_scale``. The seeds are fixed (common random numbers); ``final`` is the iterate with the
+lowest objective, or (``--select hard``) the lowest HARD regret on the tuning seeds.
 
-Outputs (``--out DIR``): ``tune.json`` in the issue's schema::
+Outputs (``--out DIR``): ``tune.json``::
 
     {"params": {NAME: {"initial": x, "final": x}},
      "objective": {"initial": {"mean", "stderr"}, "final": {"mean", "stderr"}},
      "heldout_hard": {"initial": {"mean", "stderr"}, "final": {"mean", "stderr"}},
      "gradient_check": {"max_rel_error": x}}
 
-``heldout_hard`` is the HARD algorithm's regret (prediction + movement) on seeds not used for
-tuning (global ids ``S .. S + H - 1``). ``gradient_check`` compares the autodiff gradient of the
-objective at the initial point with central finite differences of the same objective
-(step ``1e-6`` in the log-parameters; float64 by default); the error of component ``i`` is
-``|g_i - fd_i| / max(|fd_i|, 1e-6 max_j |fd_j|)``. ``trace.json`` holds the objective and the
-parameters at every step, the evaluation counts (seed-rounds) and wall times.
+``heldout_hard``: the HARD algorithm's regret on the seeds ``S .. S + H - 1``.
+``gradient_check``: the autodiff gradient at the initial point against central differences
+(step ``1e-6`` in the log-parameters), error ``|g_i - fd_i| / max(|fd_i|, 1e-6 max_j |fd_j|)``.
+``trace.json``: the objective and parameters at every step, the work (seed-rounds), wall times.
 """
 
 from __future__ import annotations
@@ -65,17 +57,14 @@ TUNABLE = ("beta", "lambda_reg", "trigger", "pgd_lr", "eta_scale")
 _BANDIT_PARAMS = ("beta", "lambda_reg", "trigger", "pgd_lr")
 _ALWAYS_SOLVE = ("linucb", "joint_linucb")  # no trigger to tune
 _FD_STEP = 1e-6
-
-
 _KNOB = re.compile(r"^([A-Za-z_]+)(?:\[\s*(\*|-?\d+)\s*\])?$")
 _PER_CRITERION = ("beta", "lambda_reg", "trigger")
 
 
 class Knob(NamedTuple):
-    """One ``--params`` entry: ``field`` (a :data:`TUNABLE` name) and ``index``: ``None`` (the
-    field as one knob: ``beta``, ``trigger`` and ``pgd_lr`` shared by the criteria,
-    ``lambda_reg`` one value per criterion as before), ``"*"`` (one knob per criterion) or an
-    integer (criterion ``i`` alone; the others keep their value)."""
+    """One ``--params`` entry: ``field`` (a :data:`TUNABLE` name) and ``index``: ``None`` (one
+    knob: shared by the criteria, ``lambda_reg`` one value each), ``"*"`` (one knob per
+    criterion) or an integer (criterion ``i`` alone; the others keep their value)."""
 
     name: str
     field: str
@@ -85,147 +74,104 @@ class Knob(NamedTuple):
 def _parse_names(params) -> list[str]:
     names = [p.strip() for p in (params.split(",") if isinstance(params, str) else params)]
     names = [p for p in names if p]
-    if not names:
-        raise ConfigError("--params", f"name at least one parameter; allowed: {list(TUNABLE)}")
+    _refuse(not names, "--params", f"name at least one parameter; allowed: {list(TUNABLE)}")
     for p in names:
         m = _KNOB.match(p)
-        if m is None or m.group(1) not in TUNABLE:
-            raise ConfigError("--params", f"unknown parameter {p!r}; allowed: {list(TUNABLE)}, "
-                                          f"per criterion {list(_PER_CRITERION)} as NAME[i] or "
-                                          "NAME[*]")
-        if m.group(2) is not None and m.group(1) not in _PER_CRITERION:
-            raise ConfigError("--params", f"{p!r}: {m.group(1)!r} is one value; per-criterion "
-                                          f"knobs are {list(_PER_CRITERION)}")
-    if len(set(names)) != len(names):
-        raise ConfigError("--params", f"parameters must be distinct; got {names}")
+        _refuse(m is None or m.group(1) not in TUNABLE, "--params",
+                f"unknown parameter {p!r}; allowed: {list(TUNABLE)}, per criterion "
+                f"{list(_PER_CRITERION)} as NAME[i] or NAME[*]")
+        _refuse(m.group(2) is not None and m.group(1) not in _PER_CRITERION, "--params",
+                f"{p!r}: {m.group(1)!r} is one value; per-criterion knobs are "
+                f"{list(_PER_CRITERION)}")
+    _refuse(len(set(names)) != len(names), "--params", f"parameters must be distinct; got {names}")
     return names
 
 
 def knobs(names, k: int) -> list[Knob]:
-    """The :class:`Knob` of each name for ``k`` criteria (a ``ConfigError`` on ``--params``
-    for an index out of range, or a field named twice: plain and indexed, or ``[*]`` and
-    ``[i]``)."""
+    """The :class:`Knob` of each name for ``k`` criteria (a ``ConfigError`` for an index out of
+    range or a field named twice: plain and indexed, or ``[*]`` and ``[i]``)."""
     out = []
     for p in names:
-        m = _KNOB.match(p)
-        idx = m.group(2)
-        if idx is not None and idx != "*":
+        field, idx = _KNOB.match(p).groups()
+        if idx not in (None, "*"):
             idx = int(idx)
-            if not 0 <= idx < k:
-                raise ConfigError("--params", f"{p!r}: index out of range; the config has {k} "
-                                              f"criteria (0..{k - 1})")
-        out.append(Knob(p, m.group(1), idx))
+            _refuse(not 0 <= idx < k, "--params",
+                    f"{p!r}: index out of range; the config has {k} criteria (0..{k - 1})")
+        out.append(Knob(p, field, idx))
     for f in {kn.field for kn in out}:
         mine = [kn for kn in out if kn.field == f]
-        if len(mine) > 1 and any(not isinstance(kn.index, int) for kn in mine):
-            raise ConfigError("--params", f"{[kn.name for kn in mine]} overlap: name {f!r} "
-                                          "once, as NAME, NAME[*] or distinct NAME[i]")
+        _refuse(len(mine) > 1 and any(not isinstance(kn.index, int) for kn in mine), "--params",
+                f"{[kn.name for kn in mine]} overlap: name {f!r} once, as NAME, NAME[*] or "
+                f"distinct NAME[i]")
     return out
 
 
-def _check_counts(steps, lr, seeds, heldout):
-    if steps < 0:
-        raise ConfigError("--steps", f"must be >= 0, got {steps}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ConfigError("--lr", f"must be a finite number > 0, got {lr}")
-    if seeds is not None and seeds < 1:
-        raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
-    if heldout is not None and heldout < 1:
-        raise ConfigError("--heldout-seeds", f"must be >= 1, got {heldout}")
+def _refuse(bad: bool, field: str, message: str) -> None:
+    if bad:
+        raise ConfigError(field, message)
 
 
 def _sets(overrides, seeds, horizon, *more) -> list[str]:
     """The ``--set`` overrides, then ``more``, then the ``--seeds`` and ``--horizon`` ones."""
-    sets = [*overrides, *more]
-    if seeds is not None:
-        sets.append(f"seeds={seeds}")
-    if horizon is not None:
-        sets.append(f"horizon={horizon}")
-    return sets
+    extra = {"seeds": seeds, "horizon": horizon}
+    return [*overrides, *more, *(f"{k}={v}" for k, v in extra.items() if v is not None)]
 
 
 def _pick_entry(cfg, algorithm: str | None,
                 preferred=lambda e: e.algorithm in ("lazy", "async_lazy")):
-    """The entry named ``algorithm``; by default the first ``preferred`` entry, else the first
-    (bandit: every algorithm has a relaxed form, the first lazy or async entry is preferred)."""
+    """The entry named ``algorithm``, else the first ``preferred`` one, else the first."""
     return pick_entry(cfg, algorithm, preferred=preferred)
 
 
 def _adam(step, u0: dict, steps: int, lr: float, log):
-    """Adam on the log-parameters; ``step(u, i) -> (objective, gradient, extra)`` (``extra`` a
-    dict added to the trace entry). Returns (u with the lowest objective, trace, first
-    gradient)."""
+    """Adam on the log-parameters; ``step(u, i) -> (objective, gradient, extra)`` (``extra``
+    joins the trace entry). Returns (u with the lowest objective, trace, first gradient)."""
     opt = optax.adam(lr)
     u = {k: jnp.asarray(v) for k, v in u0.items()}
-    st = opt.init(u)
-    trace = []
-    best = (float("inf"), u)
-    g0 = None
+    st, trace, best, g0 = opt.init(u), [], (float("inf"), u), None
     for i in range(steps + 1):
         val, g, extra = step(u, i)
         val = float(val)
         if not math.isfinite(val):
             raise FloatingPointError(f"objective is {val} at step {i}")
-        if g0 is None:
-            g0 = g
+        g0 = g if g0 is None else g0
         trace.append({"step": i, "objective": val,
                       "u": {k: np.asarray(v).tolist() for k, v in u.items()}, **extra})
         if val < best[0]:
             best = (val, u)
         if log is not None:
             log(f"step {i:3d}: objective {val:.4f}")
-        if i == steps:
-            break
-        g = {k: jnp.asarray(v, u[k].dtype) for k, v in g.items()}
-        upd, st = opt.update(g, st, u)
-        u = optax.apply_updates(u, upd)
+        if i < steps:
+            upd, st = opt.update({k: jnp.asarray(v, u[k].dtype) for k, v in g.items()}, st, u)
+            u = optax.apply_updates(u, upd)
     return best[1], trace, g0
 
 
 def _fd_check(value, u0: dict, g0) -> dict:
     """Central finite differences of ``value(u)[0]`` at ``u0`` against the gradient ``g0``."""
     flat0, unravel = ravel_pytree({k: jnp.asarray(v) for k, v in u0.items()})
-    gflat, _ = ravel_pytree(g0)
     fd = np.zeros(flat0.shape[0])
     for j in range(flat0.shape[0]):
-        hi = float(value(unravel(flat0.at[j].add(_FD_STEP)))[0])
-        lo = float(value(unravel(flat0.at[j].add(-_FD_STEP)))[0])
+        hi, lo = (float(value(unravel(flat0.at[j].add(h)))[0]) for h in (_FD_STEP, -_FD_STEP))
         fd[j] = (hi - lo) / (2 * _FD_STEP)
-    ga = np.asarray(gflat, np.float64)
+    ga = np.asarray(ravel_pytree(g0)[0], np.float64)
     scale = max(np.max(np.abs(fd)), 1e-300)
     rel = np.abs(ga - fd) / np.maximum(np.abs(fd), 1e-6 * scale)
     return {"max_rel_error": float(np.max(rel)), "autodiff": ga.tolist(), "finite_difference":
             fd.tolist(), "step": _FD_STEP, "evaluations": 2 * int(flat0.shape[0])}
 
 
-def _descend(f, u0: dict, steps: int, lr: float, log):
-    """Adam on the log-parameters of ``f(u) -> (objective, aux)``; returns (jitted f, best u,
-    trace, gradient check)."""
-    value = runner.jit(f)
-    value_and_grad = runner.jit(jax.value_and_grad(f, has_aux=True))
-
-    def step(u, i):
-        (val, _), g = value_and_grad(u)
-        return val, g, {}
-
-    u_best, trace, g0 = _adam(step, u0, steps, lr, log)
-    return value, u_best, trace, _fd_check(value, u0, g0)
-
-
 def _result(params: dict, objective, heldout, check: dict) -> dict:
-    """``tune.json``; ``objective`` and ``heldout`` are the per-seed values at the initial and
-    the final point."""
-    def pair(x):
-        return {"initial": results.mean_stderr(x[0]), "final": results.mean_stderr(x[1])}
-
-    return {"params": params, "objective": pair(objective), "heldout_hard": pair(heldout),
+    """``tune.json``; ``objective``, ``heldout``: per-seed values, initial and final point."""
+    objective, heldout = ({"initial": results.mean_stderr(a), "final": results.mean_stderr(b)}
+                          for a, b in (objective, heldout))
+    return {"params": params, "objective": objective, "heldout_hard": heldout,
             "gradient_check": {"max_rel_error": check["max_rel_error"]}}
 
 
 def _meta(path, entry, kind: str, dtype: str, overrides, S: int, H: int, T: int, steps: int,
           lr: float, check: dict, wall: dict, **own) -> dict:
-    """``trace.json``'s ``meta``: the run's facts with the family's ``own`` ones, the work in
-    seed-rounds and the wall times."""
+    """``trace.json``'s ``meta``: the run's facts, the family's ``own``, work and wall times."""
     rounds = {"tuning_gradient_steps": (steps + 1) * S * T,
               "gradient_check": check["evaluations"] * S * T, "heldout_hard": 2 * H * T}
     return {"config": str(path), "algorithm": entry.name, "kind": kind, "dtype": dtype,
@@ -234,9 +180,7 @@ def _meta(path, entry, kind: str, dtype: str, overrides, S: int, H: int, T: int,
             "gradient_check": check}
 
 
-# ---------------------------------------------------------------------------------------------
 # Bandit configs (the relaxed form of any algorithm)
-# ---------------------------------------------------------------------------------------------
 
 
 class BanditTuning:
@@ -249,38 +193,36 @@ class BanditTuning:
         cfg = load_config(path, _sets(overrides, seeds, horizon, f"dtype={dtype}"))
         entry = _pick_entry(cfg, algorithm)
         for p in names:
-            if _KNOB.match(p).group(1) not in _BANDIT_PARAMS:
-                raise ConfigError("--params", f"{p!r} applies to kind = 'oco' configs; a bandit "
-                                              f"config tunes {list(_BANDIT_PARAMS)}")
+            _refuse(_KNOB.match(p).group(1) not in _BANDIT_PARAMS, "--params",
+                    f"{p!r} applies to kind = 'oco' configs; a bandit config tunes "
+                    f"{list(_BANDIT_PARAMS)}")
         fields = {_KNOB.match(p).group(1) for p in names}
-        if "trigger" in fields and entry.algorithm in _ALWAYS_SOLVE:
-            raise ConfigError("--params", f"'trigger' has no effect on {entry.algorithm} (it "
-                                          "re-optimises every round)")
-        if "beta" in fields and entry.agent.beta_mode != "constant":
-            raise ConfigError("--params", "'beta' is tuned only with agent.beta_mode = 'constant'")
-        if "beta" in fields and entry.agent.beta <= 0:
-            raise ConfigError("--params", "'beta' is tuned in log space: the initial beta must "
-                                          f"be > 0, got {entry.agent.beta}")
+        _refuse("trigger" in fields and entry.algorithm in _ALWAYS_SOLVE, "--params",
+                f"'trigger' has no effect on {entry.algorithm} (it re-optimises every round)")
+        _refuse("beta" in fields and entry.agent.beta_mode != "constant", "--params",
+                "'beta' is tuned only with agent.beta_mode = 'constant'")
+        _refuse("beta" in fields and entry.agent.beta <= 0, "--params",
+                f"'beta' is tuned in log space: the initial beta must be > 0, got "
+                f"{entry.agent.beta}")
         rc = cfg.relaxed or RelaxedConfig()
         cfg = dataclasses.replace(cfg, grid=(), algorithms=(entry,))
         S, T = cfg.seeds, cfg.horizon
         H = heldout or S
-        if window is not None and (window < 1 or T % window):
-            raise ConfigError("--window", f"must divide the horizon ({T}); got {window}")
+        _refuse(window is not None and (window < 1 or T % window), "--window",
+                f"must divide the horizon ({T}); got {window}")
         self.cfg, self.entry, self.rc, self.S, self.H, self.T = cfg, entry, rc, S, H, T
         self.seed_ids = np.arange(seed_start, seed_start + S)  # tuning seeds (global ids)
         self.held_ids = np.arange(seed_start + S, seed_start + S + H)
         self.built = built = experiment.build(cfg, seed_start=seed_start)
-        self.held = experiment.build(dataclasses.replace(cfg, seeds=H),
-                                     seed_start=seed_start + S)
+        self.held = experiment.build(dataclasses.replace(cfg, seeds=H), seed_start=seed_start + S)
         ba = self.ba = built.algorithms[0]
         fdtype = self.dtype = built.dtype
         k = self.k = built.structure.num_criteria
         self.knobs = kns = knobs(names, k)
-        if any(kn.field == "trigger" and kn.index is not None for kn in kns) \
-                and entry.algorithm.startswith("joint"):
-            raise ConfigError("--params", f"per-criterion triggers need a node-wise estimator; "
-                                          f"{entry.algorithm} has one joint trigger")
+        self.per_trigger = any(kn.field == "trigger" and kn.index is not None for kn in kns)
+        _refuse(self.per_trigger and entry.algorithm.startswith("joint"), "--params",
+                f"per-criterion triggers need a node-wise estimator; {entry.algorithm} has one "
+                f"joint trigger")
         self.root = root = jax.random.key(cfg.root_seed)
         self.keys = keys = runner.seed_keys(root, jnp.asarray(self.seed_ids, jnp.uint32))
         self.rp = relaxed.relax_params(rc.temperature, rc.solve_temperature, rc.tie_break, fdtype)
@@ -289,10 +231,8 @@ class BanditTuning:
                                      built.problem_per_seed, blk, window=window)
         base = self.base = ba.params
         # log beta, log lambda_reg, log log c, log pgd_lr: the initial values.
-        field = {"beta": "beta", "lambda_reg": "lambda_reg", "trigger": "log_trigger",
-                 "pgd_lr": "pgd_lr"}
-        self.per_trigger = any(kn.field == "trigger" and kn.index is not None for kn in kns)
-        u0 = {}
+        field = {f: "log_trigger" if f == "trigger" else f for f in _BANDIT_PARAMS}
+        self.u0 = {}
         for kn in kns:
             v = getattr(base, field[kn.field])
             if kn.field == "beta" and kn.index is None:
@@ -301,8 +241,7 @@ class BanditTuning:
                 v = jnp.broadcast_to(v, (k,))
             if isinstance(kn.index, int):
                 v = v[kn.index]
-            u0[kn.name] = jnp.log(v)
-        self.u0 = u0
+            self.u0[kn.name] = jnp.log(v)
 
         def to_params(u):
             p = base
@@ -331,28 +270,22 @@ class BanditTuning:
 
     def hard(self, b, seed_ids, us):
         """(G, S) the HARD run's regret (prediction + movement) at each point of ``us`` on the
-        seeds ``seed_ids`` of the built experiment ``b`` (``self.built``: the tuning seeds,
-        ``self.held``: the held-out ones): ``runner.run`` vmapped over seeds and points, one
-        jitted program per ``b`` and number of points, reused from call to call (the ES
-        estimator calls it every step)."""
+        seeds ``seed_ids`` of the built experiment ``b`` (``self.built`` or ``self.held``); one
+        jitted program per ``b``, reused from call to call (ES calls it every step)."""
         ba, T = self.ba, self.T
         fn = self._hard_fns.get(id(b))
         if fn is None:
-            per_seed = b.problem_per_seed
-
             def one(key, prob, params):
-                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost,
-                                       T, T)
+                _, tot, _ = runner.run(key, ba.algo, b.structure, prob, params, ba.move_cost, T, T)
                 return tot.prediction_regret + tot.movement_cost
 
             def grid(keys, prob, ustack):
                 params = jax.vmap(self.to_params)(ustack)
-                pax = seed_axes(prob, per_seed)
+                pax = seed_axes(prob, b.problem_per_seed)
                 return jax.vmap(jax.vmap(one, in_axes=(0, pax, None)),
                                 in_axes=(None, None, 0))(keys, prob, params)
 
-            fn = jax.jit(grid)
-            self._hard_fns[id(b)] = fn
+            fn = self._hard_fns[id(b)] = jax.jit(grid)
         ustack = {n: jnp.asarray(np.stack([np.asarray(u[n]) for u in us]), self.dtype)
                   for n in self.u0}
         keys = runner.seed_keys(self.root, jnp.asarray(np.asarray(seed_ids), jnp.uint32))
@@ -361,16 +294,13 @@ class BanditTuning:
     def flat(self):
         """``(x0, to_u)``: the knobs as one float64 vector and its inverse."""
         flat0, unravel = ravel_pytree(self.u0)
-        return np.asarray(flat0, np.float64), \
-            lambda x: unravel(jnp.asarray(x, self.dtype))
+        return np.asarray(flat0, np.float64), lambda x: unravel(jnp.asarray(x, self.dtype))
 
     def show(self, kn: Knob, u):
         """The value reported for a knob: beta, lambda_reg, pgd_lr as they are, the trigger as
         the ratio c; a list per criterion for ``NAME[*]`` (and plain ``lambda_reg``)."""
         v = np.exp(np.asarray(u[kn.name], np.float64))
-        if kn.field == "trigger":
-            v = np.exp(v)
-        return v.tolist()
+        return (np.exp(v) if kn.field == "trigger" else v).tolist()
 
     def point(self, u) -> dict:
         """Every criterion's beta, lambda_reg, trigger ratio c, and pgd_lr at ``u``."""
@@ -386,11 +316,9 @@ def _temperatures(rc, anneal, steps):
     last step's trigger temperature; the solve temperature keeps its ratio to it)."""
     tau0 = rc.temperature
     ts0 = rc.temperature if rc.solve_temperature is None else rc.solve_temperature
-    out = []
-    for i in range(steps + 1):
-        r = 1.0 if anneal is None or steps == 0 else (anneal / tau0) ** (i / steps)
-        out.append((tau0 * r, ts0 * r))
-    return out
+    rs = [1.0 if anneal is None or steps == 0 else (anneal / tau0) ** (i / steps)
+          for i in range(steps + 1)]
+    return [(tau0 * r, ts0 * r) for r in rs]
 
 
 def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, overrides, dtype,
@@ -398,8 +326,7 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                  anneal=None, window=None):
     t_build = time.perf_counter()
     bt = BanditTuning(path, names, seeds, heldout, horizon, algorithm, overrides, dtype, window)
-    S, H, T, rc, fdtype = bt.S, bt.H, bt.T, bt.rc, bt.dtype
-    u0 = bt.u0
+    S, H, T, rc, fdtype, u0 = bt.S, bt.H, bt.T, bt.rc, bt.dtype, bt.u0
     value = runner.jit(lambda u: bt.relaxed(u, bt.rp))
     own = {}
     t0 = time.perf_counter()
@@ -416,23 +343,19 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
         check = _fd_check(value, u0, g0)
         own.update(anneal=anneal, window=window)
     else:  # es: the smoothed HARD objective; one sweep of 2P perturbed points and the centre
-        x0, to_u = bt.flat()
-        rng = np.random.default_rng(es_seed)
-        seed_ids = bt.seed_ids
+        to_u, rng = bt.flat()[1], np.random.default_rng(es_seed)
 
         def step(u, i):
-            x, _ = ravel_pytree(u)
-            x = np.asarray(x, np.float64)
-            eps = es.perturbations(rng, pairs, x.shape[0])
-            centre = {}
+            flat, unravel = ravel_pytree(u)
+            x, centre = np.asarray(flat, np.float64), {}
 
             def values(pts):
-                tot = np.mean(bt.hard(bt.built, seed_ids, [to_u(q) for q in pts] + [u]), 1)
+                tot = np.mean(bt.hard(bt.built, bt.seed_ids, [to_u(q) for q in pts] + [u]), 1)
                 centre["v"] = float(tot[-1])
                 return tot[:-1]
 
-            est = es.antithetic_gradient(values, x, sigma, eps)
-            g = jax.tree_util.tree_map(jnp.asarray, ravel_pytree(u)[1](jnp.asarray(est.grad)))
+            est = es.antithetic_gradient(values, x, sigma, es.perturbations(rng, pairs, x.shape[0]))
+            g = jax.tree_util.tree_map(jnp.asarray, unravel(jnp.asarray(est.grad)))
             return centre["v"], g, {"smoothed": est.smoothed}
 
         u_best, trace, _ = _adam(step, u0, steps, lr, log)
@@ -440,7 +363,8 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                  "note": "es estimates the smoothed hard objective's gradient: no autodiff"}
         own.update(sigma=sigma, pairs=pairs, es_seed=es_seed)
     sel_step = min(range(len(trace)), key=lambda i: trace[i]["objective"])
-    if select == "hard" and estimator == "pathwise":
+    select_hard = select == "hard" and estimator == "pathwise"
+    if select_hard:
         us = [{k: jnp.asarray(v, fdtype) for k, v in t["u"].items()} for t in trace]
         tun = np.mean(bt.hard(bt.built, bt.seed_ids, us), 1)
         for t, v in zip(trace, tun):
@@ -463,33 +387,21 @@ def _tune_bandit(path, names, steps, lr, seeds, heldout, horizon, algorithm, ove
                  relaxed=dataclasses.asdict(rc), trigger_reported_as="ratio c (> 1)",
                  select=select, selected_step=sel_step, estimator=estimator, **own,
                  point={"initial": bt.point(u0), "final": bt.point(u_best)})
-    meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T \
-        if select == "hard" and estimator == "pathwise" else 0
+    meta["seed_rounds"]["select_hard"] = (steps + 1) * S * T if select_hard else 0
     if estimator == "es":
-        meta["seed_rounds"]["tuning_gradient_steps"] = 0
-        meta["seed_rounds"]["tuning_hard"] = (steps + 1) * (2 * pairs + 1) * S * T
+        meta["seed_rounds"].update(tuning_gradient_steps=0,
+                                   tuning_hard=(steps + 1) * (2 * pairs + 1) * S * T)
     return result, trace, meta
 
 
-# ---------------------------------------------------------------------------------------------
 # OCO configs (Section 6): OGD's step size
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_oco_names(names):
-    for p in names:
-        if p != "eta_scale":
-            raise ConfigError("--params", f"{p!r} is a bandit parameter; a kind = 'oco' config "
-                                          "tunes ['eta_scale']")
 
 
 class OCOTuning:
-    """The pieces of an OCO tuning problem (``kind = "oco"``: OGD's step size; shared by
-    :func:`_tune_oco` and ``benchmarks/gradients.py``): ``u0`` (``log eta_scale`` relative to
-    the entry's), ``per_seed(u, keys)`` the run's total regret (loss regret + movement cost)
-    per seed, ``keys`` / ``hkeys`` the tuning seeds ``0 .. S-1`` / held-out ``S .. S+H-1``, and
-    ``hard(keys, us)`` for many points at once. Build it from a loaded OCO config (or
-    :meth:`from_path`) and call it under ``jax.enable_x64(cfg.dtype == "float64")``."""
+    """The pieces of an OCO tuning problem (OGD's step size): ``u0`` (``log eta_scale``
+    relative to the entry's), ``per_seed(u, keys)`` the total regret (loss regret + movement
+    cost) per seed, ``keys`` / ``hkeys`` the tuning / held-out seeds, ``hard(keys, us)`` for
+    many points. Call it under ``jax.enable_x64(cfg.dtype == "float64")``."""
 
     @classmethod
     def from_path(cls, path, names, seeds=None, heldout=None, horizon=None, algorithm=None,
@@ -499,7 +411,9 @@ class OCOTuning:
                    algorithm, point)
 
     def __init__(self, cfg, names, heldout=None, algorithm=None, point=0):
-        _check_oco_names(names)
+        for p in names:
+            _refuse(p != "eta_scale", "--params",
+                    f"{p!r} is a bandit parameter; a kind = 'oco' config tunes ['eta_scale']")
         self.cfg = cfg
         entry = self.entry = _pick_entry(cfg, algorithm, lambda e: e.algorithm != "ogd")
         T, S = self.T, self.S = cfg.horizons[0], cfg.seeds
@@ -507,9 +421,8 @@ class OCOTuning:
         spec, problem, dtype = build_problem(cfg)
         self.dtype = dtype
         params, budgets = entry_params(cfg, entry, T, dtype)
-        if not 0 <= point < params.p.shape[0]:
-            raise ConfigError("--point", f"entry {entry.name!r} has {params.p.shape[0]} budget "
-                                         f"points; got {point}")
+        _refuse(not 0 <= point < params.p.shape[0], "--point",
+                f"entry {entry.name!r} has {params.p.shape[0]} budget points; got {point}")
         self.budget = np.asarray(budgets[point])
         base = self.base = algs.OCOParams(p=params.p[point:point + 1],
                                           eta=params.eta[point:point + 1])
@@ -544,9 +457,14 @@ def _tune_oco(path, names, steps, lr, seeds, heldout, horizon, algorithm, overri
             tot = ot.per_seed(u, keys)
             return jnp.mean(tot), tot
 
-        u0 = ot.u0
+        def step(u, i):
+            (val, _), g = vg(u)
+            return val, g, {}
+
         t0 = time.perf_counter()
-        value, u_best, trace, check = _descend(f, u0, steps, lr, log)
+        u0, value, vg = ot.u0, runner.jit(f), runner.jit(jax.value_and_grad(f, has_aux=True))
+        u_best, trace, g0 = _adam(step, u0, steps, lr, log)
+        check = _fd_check(value, u0, g0)
         t1 = time.perf_counter()
         held = runner.jit(ot.per_seed)
         scale0 = entry.eta_scale
@@ -568,63 +486,55 @@ def tune(config, params, steps: int = 30, lr: float = 0.1, seeds: int | None = N
          select: str = "relaxed", out=None, log=print, estimator: str = "pathwise",
          sigma: float = 0.3, pairs: int = 8, es_seed: int = 0, anneal: float | None = None,
          window: int | None = None) -> dict:
-    """Tune ``params`` (names from :data:`TUNABLE`) of one entry of ``config``; see the module
-    docstring. Returns the ``tune.json`` dict; with ``out`` writes ``tune.json`` and
+    """Tune ``params`` (names from :data:`TUNABLE`) of one entry of ``config`` (see the module
+    docstring); returns the ``tune.json`` dict and, with ``out``, writes ``tune.json`` and
     ``trace.json`` there.
 
     Args:
-      config: a config path or built-in name.
-      params: names, a list or a comma-separated string.
-      steps: Adam steps; lr: Adam's step size on the log-parameters.
-      seeds: tuning seeds (global ids ``0 .. S-1``; default the config's); heldout_seeds:
-        seeds ``S .. S+H-1`` for the hard evaluation (default ``S``).
-      horizon: overrides the config's (OCO: the first of its horizons is used).
+      config: a config path or built-in name; params: names (a list or comma-separated).
+      steps, lr: Adam's steps and step size on the log-parameters.
+      seeds: tuning seeds ``0 .. S-1``; heldout_seeds: seeds ``S .. S+H-1`` (default ``S``).
+      horizon, overrides: override the config (OCO: its first horizon); ``--set`` strings.
       algorithm: the entry to tune (default: the first lazy entry).
-      overrides: ``--set`` strings.
-      dtype: bandit configs run in this dtype (default float64: the finite-difference check
-        needs it); OCO configs keep their own.
+      dtype: bandit configs only (float64: the finite-difference check needs it).
       point: OCO only: the entry's budget point.
-      select: which iterate is ``final``: ``"relaxed"`` (lowest relaxed objective) or
-        ``"hard"`` (lowest hard regret on the tuning seeds: one hard run of the tuning seeds
-        per iterate). OCO configs tune the hard run itself: both are the same.
+      select: ``final`` is the iterate with the lowest ``"relaxed"`` objective or the lowest
+        ``"hard"`` regret on the tuning seeds (one hard run per iterate).
       estimator: bandit configs: ``"pathwise"`` (autodiff through the relaxed run) or ``"es"``
-        (:mod:`gsjax.es`: the antithetic Gaussian-smoothing estimate of the HARD objective's
-        gradient, ``pairs`` pairs at scale ``sigma`` in the log-knobs, directions from
-        ``es_seed``, every point on the tuning seeds; the objective of a step is the hard run's
-        at the iterate, so the final point is the iterate with the lowest hard regret on the
-        tuning seeds).
-      anneal: pathwise: the temperature of the last step, reached geometrically from the
-        config's (the solve temperature scaled alike); needs ``select = "hard"``.
-      window: pathwise: truncated unrolls: no gradient flows through the agent's state across
-        a boundary of ``window`` rounds (must divide the horizon).
+        (:mod:`gsjax.es` on the HARD objective: ``pairs`` pairs at scale ``sigma`` in the
+        log-knobs, directions from ``es_seed``; ``final`` has the lowest hard regret).
+      anneal: pathwise, ``select = "hard"``: the last step's temperature, reached
+        geometrically from the config's (the solve temperature scaled alike).
+      window: pathwise: no gradient flows through the agent's state across a boundary of
+        ``window`` rounds (must divide the horizon).
     """
-
     names = _parse_names(params)
-    _check_counts(steps, lr, seeds, heldout_seeds)
-    if dtype not in ("float32", "float64"):
-        raise ConfigError("--dtype", f"must be 'float32' or 'float64', got {dtype!r}")
-    if select not in ("relaxed", "hard"):
-        raise ConfigError("--select", f"must be 'relaxed' or 'hard', got {select!r}")
-    if estimator not in ("pathwise", "es"):
-        raise ConfigError("--estimator", f"must be 'pathwise' or 'es', got {estimator!r}")
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ConfigError("--sigma", f"must be a finite number > 0, got {sigma}")
-    if pairs < 1:
-        raise ConfigError("--pairs", f"must be >= 1, got {pairs}")
+    _refuse(steps < 0, "--steps", f"must be >= 0, got {steps}")
+    _refuse(not (lr > 0 and math.isfinite(lr)), "--lr", f"must be a finite number > 0, got {lr}")
+    _refuse(seeds is not None and seeds < 1, "--seeds", f"must be >= 1, got {seeds}")
+    _refuse(heldout_seeds is not None and heldout_seeds < 1, "--heldout-seeds",
+            f"must be >= 1, got {heldout_seeds}")
+    _refuse(dtype not in ("float32", "float64"), "--dtype",
+            f"must be 'float32' or 'float64', got {dtype!r}")
+    _refuse(select not in ("relaxed", "hard"), "--select",
+            f"must be 'relaxed' or 'hard', got {select!r}")
+    _refuse(estimator not in ("pathwise", "es"), "--estimator",
+            f"must be 'pathwise' or 'es', got {estimator!r}")
+    _refuse(not (sigma > 0 and math.isfinite(sigma)), "--sigma",
+            f"must be a finite number > 0, got {sigma}")
+    _refuse(pairs < 1, "--pairs", f"must be >= 1, got {pairs}")
     if anneal is not None:
-        if not (anneal > 0 and math.isfinite(anneal)):
-            raise ConfigError("--anneal", f"must be a finite temperature > 0, got {anneal}")
-        if select != "hard" or estimator != "pathwise":
-            raise ConfigError("--anneal", "needs --estimator pathwise and --select hard (the "
-                                          "relaxed objectives of different temperatures do not "
-                                          "compare)")
-    if window is not None and estimator != "pathwise":
-        raise ConfigError("--window", "applies to --estimator pathwise")
+        _refuse(not (anneal > 0 and math.isfinite(anneal)), "--anneal",
+                f"must be a finite temperature > 0, got {anneal}")
+        _refuse(select != "hard" or estimator != "pathwise", "--anneal",
+                "needs --estimator pathwise and --select hard (the relaxed objectives of "
+                "different temperatures do not compare)")
+    _refuse(window is not None and estimator != "pathwise", "--window",
+            "applies to --estimator pathwise")
     path = find_config(str(config))
     if config_kind(path) == "oco":
-        if estimator != "pathwise" or anneal is not None or window is not None:
-            raise ConfigError("--estimator", "kind = 'oco' configs tune the run itself "
-                                             "(pathwise, no relaxation)")
+        _refuse(estimator != "pathwise" or anneal is not None or window is not None,
+                "--estimator", "kind = 'oco' configs tune the run itself (pathwise, no relaxation)")
         result, trace, meta = _tune_oco(path, names, steps, lr, seeds, heldout_seeds, horizon,
                                         algorithm, overrides, point, log)
     else:
@@ -668,8 +578,8 @@ def add_parser(sub) -> None:
     t.add_argument("--horizon", type=int, help="override the horizon T")
     t.add_argument("--algorithm", help="the entry to tune (default: the first lazy one)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-    t.add_argument("--dtype", default="float64", help="bandit configs: float64 (default) or "
-                                                      "float32")
+    t.add_argument("--dtype", default="float64",
+                   help="bandit configs: float64 (default) or float32")
     t.add_argument("--point", type=int, default=0, help="OCO: the entry's budget point")
     t.add_argument("--select", default="relaxed", choices=("relaxed", "hard"),
                    help="final iterate: lowest relaxed objective (default) or lowest hard "

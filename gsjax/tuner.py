@@ -1,37 +1,29 @@
 """An ask/tell tuner for a live system: the simulator's algorithms, one observation at a time.
 
-A :class:`Tuner` is built from an experiment config -- the scopes and features of the problem,
-the algorithm and its parameters; the config's ``theta*`` is never read -- and holds ONE
-learner (the runner's seed ``seed``). Its loop:
+A :class:`Tuner` holds ONE learner (the runner's seed ``seed``) of an experiment config's
+algorithm (its ``theta*`` is never read):
 
-* :meth:`Tuner.suggest` -- the setting to deploy, ``s`` in ``[0, 1]^n``. It changes only when
-  the algorithm re-optimises (for the lazy algorithms: when a trigger fires).
-* :meth:`Tuner.observe` -- the per-criterion losses the system measured at a setting, one
-  observation (``(k,)``) or several (``(B, k)``, with one setting or one per row). Each
-  observation is one round of the algorithm. By default the setting must be the one suggested;
-  ``allow_off_policy=True`` accepts any setting in the box (the ridge statistics use it as
-  played).
-* :meth:`Tuner.save` / :meth:`Tuner.load` -- the whole learner in one versioned file, written
-  atomically (a temporary file, then a rename). The file it replaces is kept beside it as
-  ``STATE.prev``, and temporary files a killed write left behind are removed.
+* :meth:`Tuner.suggest` -- the setting ``s`` in ``[0, 1]^n`` to deploy; it changes only when
+  the algorithm re-optimises.
+* :meth:`Tuner.observe` -- the per-criterion losses measured at a setting: one observation
+  ``(k,)`` or several ``(B, k)``, each one round of the algorithm. The setting must be the one
+  suggested unless ``allow_off_policy=True`` (the ridge statistics then use it as played).
+* :meth:`Tuner.save` / :meth:`Tuner.load` -- the learner in one versioned file, written
+  atomically; the file it replaces is kept as ``STATE.prev``.
 
-A round is the kernel's own ``act`` then ``update`` (:mod:`gsjax.algorithms.kernel`), with the
-runner's keys (DESIGN section 3): seed key ``fold_in(key(root_seed), seed)``, round ``t`` (the
-``t``-th observation) uses ``fold_in(seed_key, t)`` with ``act`` / ``update`` sub-keys 1 and 2,
-``init`` uses ``fold_in(seed_key, 0)``. Fed the feedback a simulated run observed, a tuner
-therefore takes exactly the simulator's decisions (``tests/test_tuner.py``).
+A round is the kernel's ``act`` then ``update`` with the runner's keys (DESIGN section 3), so fed
+a simulated run's feedback a tuner takes exactly the simulator's decisions.
 
-Every bad input raises :class:`TunerError` (a :class:`~gsjax.config.ConfigError`: the CLI
-prints it on one line and exits with status 2) before the state is touched: a vector of the
-wrong length, a setting outside the box, NaN or infinite values, values that overflow the
-state's dtype (``1e39`` in a float32 learner), a setting other than the one suggested. A batch of
-observations is applied all or nothing. A state file that cannot be read is refused on one line
-that names it and, when ``STATE.prev`` exists, says how to go back to it.
+Every bad input raises :class:`TunerError` before the state is touched (wrong lengths, settings
+outside the box, non-finite values or values that overflow the state's dtype, a setting other
+than the one suggested); a batch is applied all or nothing. An unreadable state file is refused
+on one line that says how to go back to ``STATE.prev`` when it exists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -45,24 +37,11 @@ import numpy as np
 
 from gsjax import experiment, linalg
 from gsjax.algorithms.kernel import exploration_radius
-from gsjax.config import (
-    ConfigError,
-    ExperimentConfig,
-    config_hash,
-    config_to_dict,
-    find_config,
-    parse_config,
-    pick_entry,
-    read_toml,
-)
+from gsjax.config import (ConfigError, ExperimentConfig, config_hash, config_to_dict, find_config,
+                          parse_config, pick_entry, read_toml)
 from gsjax.oco import algorithms as oalgs
 from gsjax.oco import experiment as oexp
-from gsjax.oco.config import (
-    OCOConfig,
-    config_kind,
-    oco_config_to_dict,
-    parse_oco_config,
-)
+from gsjax.oco.config import OCOConfig, config_kind, oco_config_to_dict, parse_oco_config
 from gsjax.problem import Feedback, all_features, seed_rows
 from gsjax.results import remove_orphan_tmps, write_npz
 
@@ -80,8 +59,7 @@ _CACHE: dict = {}
 
 
 def _cached(key, make):
-    """``make()`` once per ``key`` in this process: a loop that loads the state file every round
-    builds the problem once, and ``jax.jit`` (cached by function) compiles once."""
+    """``make()`` once per ``key`` in this process (a state loaded every round builds once)."""
     if key not in _CACHE:
         _CACHE[key] = make()
     return _CACHE[key]
@@ -109,10 +87,8 @@ def _vector(value, length: int, field: str, what: str) -> np.ndarray:
 
 def _rows(setting, values, n: int, length: int, field: str, what: str):
     """Validated ``(settings (B, n), values (B, length))`` of one or several observations."""
-    v = _vector(values, length, field, what)
-    s = _vector(setting, n, "setting", f"one value per coordinate, n = {n}")
-    vs = v[None] if v.ndim == 1 else v
-    ss = s[None] if s.ndim == 1 else s
+    vs = np.atleast_2d(_vector(values, length, field, what))
+    ss = np.atleast_2d(_vector(setting, n, "setting", f"one value per coordinate, n = {n}"))
     if ss.shape[0] == 1 and vs.shape[0] > 1:
         ss = np.broadcast_to(ss, (vs.shape[0], n))
     if ss.shape[0] != vs.shape[0]:
@@ -140,9 +116,8 @@ def _check_fits(values: np.ndarray, dtype, field: str) -> None:
 def _check_state_finite(before, after, values: np.ndarray, dtype, field: str) -> None:
     """Refuse observations whose sums overflow the state (a leaf finite before, not after)."""
     for old, new in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
-        if not jnp.issubdtype(new.dtype, jnp.inexact):
-            continue
-        if np.all(np.isfinite(np.asarray(old))) and not np.all(np.isfinite(np.asarray(new))):
+        if (jnp.issubdtype(new.dtype, jnp.inexact) and np.all(np.isfinite(np.asarray(old)))
+                and not np.all(np.isfinite(np.asarray(new)))):
             raise TunerError(field, f"values up to {float(np.max(np.abs(values)))!r} would "
                                     f"overflow the learner's {np.dtype(dtype).name} state; "
                                     f"rescale the values")
@@ -162,8 +137,7 @@ def _intact(path: Path) -> bool:
 
 
 def _keep_prev(path: Path) -> None:
-    """Keep the file at ``path`` as ``STATE.prev`` (atomically: a hard link, else a copy, to a
-    temporary name, then a rename); a damaged file never replaces the ``.prev``."""
+    """Keep ``path`` as ``STATE.prev`` atomically (link or copy, then rename) unless damaged."""
     if not path.is_file() or not _intact(path):
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.prev.", suffix=".tmp", dir=path.parent)
@@ -196,20 +170,15 @@ class _Learner:
 
     def _key(self, *path):
         """The seed key folded with ``path`` (round ``t``'s act key: ``_key(t, 1)``)."""
-        key = self._seed_key
-        for i in path:
-            key = jax.random.fold_in(key, i)
-        return key
+        return functools.reduce(jax.random.fold_in, path, self._seed_key)
 
     def _set_state(self, state, restore: dict | None, **fresh) -> None:
-        """The learner state and counters, fresh or as saved (``fresh`` gives the counters'
-        names, their order in the file and their types)."""
+        """The state and counters, fresh or as saved (``fresh``: the counters' names and types)."""
         self._counter_names = tuple(fresh)
         saved = fresh if restore is None else restore["counters"]
         for name, value in fresh.items():
-            v = saved[name]
-            setattr(self, name, np.asarray(v, value.dtype) if isinstance(value, np.ndarray)
-                    else type(value)(v))
+            setattr(self, name, np.asarray(saved[name], value.dtype)
+                    if isinstance(value, np.ndarray) else type(value)(saved[name]))
         if restore is None:
             self._state = state
             return
@@ -262,8 +231,7 @@ class _Learner:
             c["last_setting"], c["rounds"] = played64, t
         _check_state_finite(self._state, state, vs, self._dtype, self._observed[1])
         self._state = state
-        for name, value in c.items():
-            setattr(self, name, value)
+        vars(self).update(c)
         return {"rounds": self.rounds, "observations": int(vs.shape[0]),
                 "suggested": self.suggest().tolist()}
 
@@ -276,14 +244,13 @@ class _Learner:
     def save(self, path, **extra) -> Path:
         """Write the learner to ``path`` atomically (versioned ``.npz``); the file it replaces
         is kept as ``STATE.prev``."""
-        counters = {name: np.asarray(getattr(self, name)).tolist()
-                    for name in self._counter_names}
+        counters = {name: np.asarray(getattr(self, name)).tolist() for name in self._counter_names}
         meta = {"format": _FORMAT, "version": STATE_VERSION, "family": self.family,
                 "config": self._schema[2](self.cfg), "algorithm": self.algorithm,
                 "seed": self.seed, **extra, "counters": counters}
-        arrays = {"meta": np.asarray(json.dumps(meta))}
-        for i, leaf in enumerate(jax.tree_util.tree_leaves(self._state)):
-            arrays[f"state/{i:05d}"] = np.asarray(leaf)
+        leaves = jax.tree_util.tree_leaves(self._state)
+        arrays = {"meta": np.asarray(json.dumps(meta)),
+                  **{f"state/{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}}
         path = Path(path)
         remove_orphan_tmps(path, tags=("prev",))
         _keep_prev(path)
@@ -300,8 +267,7 @@ class _Learner:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 leaves = [z[f] for f in sorted(f for f in z.files if f.startswith("state/"))]
-        except Exception as e:  # a damaged zip raises BadZipFile, zlib.error, EOFError,
-            # NotImplementedError (a flipped compression method), ...: all mean unreadable
+        except Exception as e:  # BadZipFile, zlib.error, EOFError, ...: all mean unreadable
             raise _unreadable(path, e) from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise _unreadable(path, None)
@@ -323,8 +289,7 @@ class _Learner:
 
 
 def _unreadable(path: Path, error) -> TunerError:
-    """The one-line refusal of a state file that cannot be read, with the way back to
-    ``STATE.prev`` when there is one."""
+    """The one-line refusal of an unreadable state file, with the way back to ``STATE.prev``."""
     why = "" if error is None else " ({}: {})".format(type(error).__name__,
                                                       " ".join(str(error).split()))
     prev = _prev_path(path)
@@ -382,8 +347,7 @@ class Tuner(_Learner):
     def _learn(self, t, acted, played, y, off, c):
         dt = self._dtype
         fb = Feedback(y=jnp.asarray(y, dt), expected_loss=jnp.asarray(jnp.nan, dt))
-        state, info = self._update(self._key(t, 2), acted, played, fb, self._params,
-                                   self._problem)
+        state, info = self._update(self._key(t, 2), acted, played, fb, self._params, self._problem)
         c["updates"] = c["updates"] + np.asarray(info.updated, np.int64)
         c["triggers"] = c["triggers"] + np.asarray(info.triggered, np.int64)
         c["reoptimisations"] += int(info.reoptimised)
@@ -428,18 +392,13 @@ class OGDTuner(_Learner):
     """Randomized Lazy OGD (Section 6) for a live system: the gradient is what is observed.
 
     Built from a ``kind = "oco"`` config (:mod:`gsjax.oco`): its ``[problem]`` gives the shape
-    (components, coordinates per component) and the bounds the step-size rule needs (target
-    range, weights), an ``[algorithms.NAME]`` entry the algorithm (``ogd``, ``lazy_ogd``,
-    ``componentwise_lazy_ogd``) and its budget, the first horizon of ``horizon`` the planned
-    ``T`` (the switching probability is ``p = M/T``; its step rule gives ``eta``). With several
-    budgets in the entry, ``budget_index`` picks one. No target is ever drawn.
+    and the step-size rule's bounds, an ``[algorithms.NAME]`` entry the algorithm and its
+    budgets (``budget_index`` picks one), the first horizon the planned ``T`` (``p = M/T``).
 
-    The loop differs from the bandit tuner in one way: OGD takes the gradient of the round's
-    loss at its VIRTUAL iterate ``w_t`` (:meth:`query`), which is not always the deployed
-    setting (:meth:`suggest`, ``s_t``; the lazy algorithms deploy ``w_t`` with probability
-    ``p``). :meth:`observe` takes the setting that was deployed and the gradient at the query
-    point. Keys follow :mod:`gsjax.oco.runner`, so fed the gradients of a simulated run the
-    tuner deploys exactly the simulator's settings (``tests/test_tuner.py``).
+    OGD takes the gradient of the round's loss at its VIRTUAL iterate ``w_t`` (:meth:`query`),
+    not always the deployed setting (:meth:`suggest`, ``s_t``); :meth:`observe` takes the
+    deployed setting and the gradient at the query point. Keys follow
+    :mod:`gsjax.oco.runner`, so the tuner deploys exactly the simulator's settings.
     """
 
     family = "ogd"
@@ -465,8 +424,7 @@ class OGDTuner(_Learner):
         self.budget = np.asarray(budgets[budget_index], np.float64)
         self.kind, self.horizon, self.budget_index = entry.algorithm, horizon, int(budget_index)
         self.num_coords, self.num_components = spec.n, spec.num_components
-        self._observed = (spec.n, "gradient",
-                          f"the loss gradient at the query point, n = {spec.n}")
+        self._observed = (spec.n, "gradient", f"the loss gradient at the query point, n = {spec.n}")
         algo = _cached(("oco", spec, entry.algorithm), lambda: oalgs.make(entry.algorithm, spec))
         self._act, self._step = jax.jit(algo.act), jax.jit(_ogd_step)
         state = algo.init(self._key(0, 1), self._params, problem)
@@ -481,8 +439,7 @@ class OGDTuner(_Learner):
     def observe(self, setting, gradient, allow_off_policy: bool = False) -> dict:
         """Add rounds: the deployed ``setting`` (n,) or (B, n) and the gradient (n,) or (B, n)
         of each round's loss at the query point."""
-        return dict(self._observe(setting, gradient, allow_off_policy),
-                    query=self.query().tolist())
+        return dict(self._observe(setting, gradient, allow_off_policy), query=self.query().tolist())
 
     def _learn(self, t, acted, played, gradient, off, c):
         if off:
@@ -508,8 +465,7 @@ def open_config(config, algorithm: str | None = None, seed: int = 0, overrides=(
     """A fresh :class:`Tuner` or :class:`OGDTuner`, by the config's kind."""
     if not isinstance(config, (OCOConfig, ExperimentConfig)):
         config = find_config(str(config))
-    if isinstance(config, OCOConfig) or (isinstance(config, Path)
-                                         and config_kind(config) == "oco"):
+    if isinstance(config, OCOConfig) or (isinstance(config, Path) and config_kind(config) == "oco"):
         return OGDTuner.from_config(config, algorithm, seed, overrides, budget_index=budget_index)
     return Tuner.from_config(config, algorithm, seed, overrides)
 

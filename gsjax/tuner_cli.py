@@ -1,16 +1,10 @@
 """``gsjax tuner init|suggest|query|observe|status``: the tuners of :mod:`gsjax.tuner` from a shell.
 
 Bandit configs observe ``--losses`` (one per criterion) at the suggested setting; ``kind =
-"oco"`` configs (Randomized Lazy OGD) observe ``--gradient``, the loss gradient at the point
-``query`` prints (the virtual iterate), with ``--setting`` the deployed setting.
-
-The state file is read and written under an exclusive lock (``STATE.lock``, ``fcntl.flock``),
-so processes that observe at the same time are serialised and none of their observations is
-lost; ``suggest`` and ``status`` take a shared lock. Every bad input exits with status 2 and a
-one-line ``error: FIELD: MESSAGE``, leaving the state file unchanged: values that overflow the
-learner's dtype, and a state file that cannot be read (the line says how to go back to
-``STATE.prev``, the state before the last write; ``init --force`` keeps the file it replaces
-there too). Each write removes the temporary files a killed write left beside the state.
+"oco"`` configs observe ``--gradient`` at the point ``query`` prints, with ``--setting`` the
+deployed setting. The state file is read and written under a lock (``STATE.lock``: exclusive
+for writes, so concurrent observations are serialised and none is lost). Every bad input exits
+with status 2 and a one-line ``error: FIELD: MESSAGE``, leaving the state file unchanged.
 """
 
 from __future__ import annotations
@@ -28,7 +22,6 @@ __all__ = ["add_parser"]
 
 @contextlib.contextmanager
 def _locked(state, exclusive: bool):
-    """The state file's lock (``STATE.lock``), exclusive or shared, for the block."""
     lock_path = Path(str(state) + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
