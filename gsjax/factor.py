@@ -1,8 +1,7 @@
 r"""Factor-graph problems (Section 5.3): factors with shared parameters, node-specific features.
 
-A factor graph has ``n`` coordinates, ``k`` nodes (the criteria) and a list of factors ``C``,
-each a set of coordinates with its own parameter :math:`w^*_C \in \mathbb{R}^{d_C}` and a set of
-member nodes. Node ``i``'s expected loss is
+``n`` coordinates, ``k`` nodes (the criteria), factors ``C``: each a set of coordinates and of
+member nodes, with its own parameter :math:`w^*_C \in \mathbb{R}^{d_C}`. Node ``i``'s loss is
 
 .. math::
     \mu_i(s) = \sum_{C \ni i} \langle \psi_{C,i}(s|_C), w^*_C \rangle, \qquad
@@ -12,10 +11,8 @@ where :math:`\phi_C` is a feature map of :mod:`gsjax.problem` on the factor's sc
 Fourier frequencies drawn once per FACTOR) and :math:`M_{C,i}` a fixed node-specific *mixing*
 matrix (config ``mixing``, drawn once from ``mixing_seed``):
 
-* ``"orthogonal"`` (default): Haar-random per (node, factor). Norms (and so every node's
-  signal-to-noise ratio) are kept while nodes read different directions of :math:`w^*_C`: one
-  round's ``k`` observations are ``k`` different functionals of it, where a joint estimator
-  gains.
+* ``"orthogonal"`` (default): Haar-random per (node, factor): norms kept, but nodes read
+  different directions of :math:`w^*_C`, where a joint estimator gains.
 * ``"scaled"``: diagonal, entries ``U[0.5, 1.5]``: node-specific sensitivities.
 * ``"identity"``: every member node has the same features (pure replication).
 
@@ -27,8 +24,7 @@ is the union of its factors' coordinates, its features the concatenated :math:`\
 (``max_degree`` slots of ``d_C``), its ``theta*_i`` its own copy of :math:`(w^*_C)_{C \ni i}`.
 
 Shapes are padded to the largest factor (``m_C`` coordinates, ``d_C`` features) with masks;
-mixing acts on the real sub-block. The joint vector has ``F d_C`` entries, ``d_eff`` real
-(:func:`joint_mask`).
+the joint vector has ``F d_C`` entries, ``d_eff`` real (:func:`joint_mask`).
 """
 
 from __future__ import annotations

@@ -266,7 +266,6 @@ def describe(problem) -> dict:
     rate = lambda x: _count_at_least(x, u) / max(x.shape[0], 1)  # noqa: E731
     signed = rate(scores[labels & male]) - rate(scores[labels & ~male])  # D on pieces 0..M-1
     width = np.diff(np.concatenate([[0.0], np.clip(u.astype(np.float64), 0.0, 1.0)]))
-    flipped = signed < 0
     return {
         "held_out_rows": int(d.scores.shape[0]),
         "classifier_test_accuracy": 1.0 - err,
@@ -276,7 +275,7 @@ def describe(problem) -> dict:
         "loss_star": loss_star,
         "accuracy_at_tau_star": 1.0 - e_star,
         "tpr_gap_at_tau_star": abs(m_star - f_star),
-        "share_of_thresholds_with_tpr_f_above_tpr_m": float(np.sum(width[flipped])),
+        "share_of_thresholds_with_tpr_f_above_tpr_m": float(np.sum(width[signed < 0])),
         "largest_tpr_f_minus_tpr_m": float(max(0.0, -signed.min(initial=0.0))),
     }
 

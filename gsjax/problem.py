@@ -151,13 +151,10 @@ def feature_norm_sq_bound(structure: Structure, feat_mask: jax.Array, dtype) -> 
 
 
 def make_structure(scopes: Scopes, features_kind: str, noise: str, rff_dim: int = 16) -> Structure:
-    """Static structure from host-side scopes.
-
-    Checks (``ValueError`` naming the argument): ``scopes`` passes
-    :func:`gsjax.graphs.check_scopes`; ``features_kind`` and ``noise`` are known kinds;
-    ``rff_dim`` is an integer ``>= 1`` for "rff" features; for "quadratic" features every
-    scope's first entry (the criterion's own coordinate) is unmasked.
-    """
+    """Static structure from host-side scopes; a ``ValueError`` naming the argument unless
+    ``scopes`` passes :func:`gsjax.graphs.check_scopes`, ``features_kind`` and ``noise`` are known
+    kinds, ``rff_dim`` ("rff") is an integer ``>= 1`` and ("quadratic") every scope's first
+    entry, the criterion's own coordinate, is unmasked."""
     _check_choice(features_kind, FEATURE_KINDS, "make_structure: features_kind", "feature kind")
     _check_choice(noise, NOISE_KINDS, "make_structure: noise", "noise kind")
     scopes = check_scopes(scopes, where="make_structure")
