@@ -5,22 +5,17 @@ Becker, B. and Kohavi, R. (1996). *Adult*. UCI Machine Learning Repository,
 https://doi.org/10.24432/C5XW20.
 
 ``gsjax/data/adult.npz`` is derived from the raw ``adult.data`` and ``adult.test`` by
-``scripts/build_adult_data.py``; its ``source`` entry carries the citation above. It keeps the
-columns the experiment uses, in compact integer dtypes (categorical codes ``int8``, numbers
-``int16``/``int32``), rows in file order, training rows first. Rows with a missing value (``?``)
-are dropped, as ``adult.names`` describes: 45,222 complete rows, 30,162 training and 15,060
-test. ``fnlwgt`` (a census sampling weight, not an attribute of the person) and ``education``
-(one-to-one with ``education-num``) are not kept.
-
-:func:`load` reads the shipped file by default, or parses the raw files when given their
-folder; both give the same arrays (``tests/test_adult.py``).
+``scripts/build_adult_data.py`` (its ``source`` entry carries the citation): the columns the
+experiment uses in compact integer dtypes, rows in file order, training rows first. Rows with a
+missing value (``?``) are dropped, as ``adult.names`` describes: 30,162 training and 15,060
+test rows. ``fnlwgt`` (a census sampling weight) and ``education`` (one-to-one with
+``education-num``) are not kept. :func:`load` reads it, or parses the raw files (same arrays).
 
 The classifier (:func:`train_logistic_regression`): logistic regression on one-hot categorical
-columns and standardised numeric columns (mean and standard deviation of the TRAINING rows),
-an L2 penalty :math:`\tfrac{\lambda}{2}\|w\|^2` on the weights (not the intercept), fitted by
-full-batch L-BFGS (optax) for a fixed number of steps inside one ``lax.scan``: deterministic
-given its key (which draws the small random starting weights; the problem is convex, so the
-key hardly matters). ``sex`` is one of the features, as in the usual Adult baselines.
+and standardised numeric columns (TRAINING rows' statistics; ``sex`` included, as in the usual
+Adult baselines), L2 penalty :math:`\tfrac{\lambda}{2}\|w\|^2` on the weights, fitted by
+full-batch L-BFGS (optax) for a fixed number of steps in one ``lax.scan``; its key draws the
+small starting weights (the problem is convex).
 """
 
 from __future__ import annotations
@@ -39,22 +34,9 @@ import optax
 from gsjax.results import write_npz
 
 __all__ = [
-    "CITATION",
-    "RAW_COLUMNS",
-    "CATEGORICAL",
-    "NUMERIC",
-    "LABEL",
-    "NUM_TRAIN",
-    "NUM_TEST",
-    "AdultTable",
-    "Classifier",
-    "shipped_path",
-    "parse_raw",
-    "load",
-    "save",
-    "encode",
-    "train_logistic_regression",
-    "held_out_scores",
+    "CITATION", "RAW_COLUMNS", "CATEGORICAL", "NUMERIC", "LABEL", "NUM_TRAIN", "NUM_TEST",
+    "AdultTable", "Classifier", "shipped_path", "parse_raw", "load", "save", "encode",
+    "train_logistic_regression", "held_out_scores",
 ]
 
 CITATION = (
@@ -65,23 +47,14 @@ CITATION = (
 )
 
 # The 15 fields of adult.data / adult.test, in file order (adult.names).
-RAW_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
-    "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
-    "hours_per_week", "native_country", "income",
-)
-CATEGORICAL = (
-    "workclass", "marital_status", "occupation", "relationship", "race", "sex",
-    "native_country",
-)
+RAW_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+               "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+               "hours_per_week", "native_country", "income")
+CATEGORICAL = ("workclass", "marital_status", "occupation", "relationship", "race", "sex",
+               "native_country")
 # Numeric columns kept and their stored dtypes (capital_gain reaches 99,999).
-NUMERIC = {
-    "age": np.int16,
-    "education_num": np.int16,
-    "capital_gain": np.int32,
-    "capital_loss": np.int16,
-    "hours_per_week": np.int16,
-}
+NUMERIC = {"age": np.int16, "education_num": np.int16, "capital_gain": np.int32,
+           "capital_loss": np.int16, "hours_per_week": np.int16}
 LABEL = "income"  # stored as int8: 1 for '>50K', 0 for '<=50K'
 NUM_TRAIN = 30162
 NUM_TEST = 15060
@@ -124,32 +97,26 @@ def _read_rows(path: Path, skip_first: bool) -> list[list[str]]:
 
 
 def parse_raw(folder: str | os.PathLike) -> AdultTable:
-    """Parse ``adult.data`` and ``adult.test`` in ``folder`` (the test file's first line skipped).
-
-    Category vocabularies are the sorted distinct values over the complete rows of both files.
-    """
-    folder = Path(folder)
-    train = _read_rows(folder / "adult.data", skip_first=False)
-    test = _read_rows(folder / "adult.test", skip_first=True)
-    rows = train + test
+    """Parse ``adult.data`` and ``adult.test`` in ``folder`` (the test file's first line skipped);
+    category vocabularies: the sorted distinct values over the complete rows of both files."""
+    train = _read_rows(Path(folder) / "adult.data", skip_first=False)
+    rows = train + _read_rows(Path(folder) / "adult.test", skip_first=True)
     idx = {name: i for i, name in enumerate(RAW_COLUMNS)}
     columns, categories = {}, {}
     for name in CATEGORICAL:
         values = [r[idx[name]] for r in rows]
-        vocab = tuple(sorted(set(values)))
+        categories[name] = vocab = tuple(sorted(set(values)))
         if len(vocab) > 127:
             raise ValueError(f"column {name} has {len(vocab)} categories; int8 codes hold 127")
         lookup = {v: i for i, v in enumerate(vocab)}
         columns[name] = np.asarray([lookup[v] for v in values], np.int8)
-        categories[name] = vocab
     for name, dtype in NUMERIC.items():
         raw = np.asarray([int(r[idx[name]]) for r in rows], np.int64)
         if raw.min() < np.iinfo(dtype).min or raw.max() > np.iinfo(dtype).max:
             raise ValueError(f"column {name} does not fit {np.dtype(dtype).name}")
         columns[name] = raw.astype(dtype)
     labels = [r[idx[LABEL]] for r in rows]
-    unknown = set(labels) - {">50K", "<=50K"}
-    if unknown:
+    if unknown := set(labels) - {">50K", "<=50K"}:
         raise ValueError(f"unexpected labels {sorted(unknown)}")
     columns[LABEL] = np.asarray([lab == ">50K" for lab in labels], np.int8)
     return AdultTable(columns, categories, len(train))
@@ -157,11 +124,10 @@ def parse_raw(folder: str | os.PathLike) -> AdultTable:
 
 def save(table: AdultTable, path: str | os.PathLike) -> Path:
     """Write ``table`` as a compressed ``.npz`` with its citation (no pickled objects)."""
-    arrays = {f"col/{k}": v for k, v in table.columns.items()}
-    arrays.update({f"categories/{k}": np.asarray(v) for k, v in table.categories.items()})
-    arrays["num_train"] = np.asarray(table.num_train, np.int32)
-    arrays["source"] = np.asarray(CITATION)
-    return write_npz(path, arrays)
+    return write_npz(path, {
+        **{f"col/{k}": v for k, v in table.columns.items()},
+        **{f"categories/{k}": np.asarray(v) for k, v in table.categories.items()},
+        "num_train": np.asarray(table.num_train, np.int32), "source": np.asarray(CITATION)})
 
 
 def _source(raw_folder) -> str | None:
@@ -182,30 +148,22 @@ def _load_cached(path: str | None) -> AdultTable:
 
 
 def load(raw_folder: str | os.PathLike | None = None) -> AdultTable:
-    """The Adult table: from the shipped file, or parsed from a folder holding the raw files.
-
-    Cached in memory per source (the arrays are shared: do not modify them in place).
-    """
+    """The Adult table: from the shipped file, or parsed from a folder holding the raw files;
+    cached in memory per source (the arrays are shared: do not modify them in place)."""
     return _load_cached(_source(raw_folder))
 
 
 def encode(table: AdultTable) -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)``: one-hot categorical plus standardised numeric features, float32, all rows.
-
-    Numeric columns are standardised with the mean and standard deviation of the training
-    rows only, so nothing about the test rows leaks into the features.
-    """
-    parts = []
-    for name in CATEGORICAL:
-        codes = table.columns[name].astype(np.int64)
-        parts.append(np.eye(len(table.categories[name]), dtype=np.float32)[codes])
+    """``(X, y)``: one-hot categorical plus standardised numeric features, float32, all rows;
+    numbers standardised with the training rows' mean and standard deviation (no test leak)."""
+    parts = [np.eye(len(table.categories[c]), dtype=np.float32)[table.columns[c].astype(np.int64)]
+             for c in CATEGORICAL]
     tr = slice(0, table.num_train)
     for name in NUMERIC:
         x = table.columns[name].astype(np.float64)
         mu, sd = x[tr].mean(), x[tr].std()
         parts.append(((x - mu) / sd).astype(np.float32)[:, None])
-    X = np.concatenate(parts, axis=1)
-    return X, table.columns[LABEL].astype(np.float32)
+    return np.concatenate(parts, axis=1), table.columns[LABEL].astype(np.float32)
 
 
 class Classifier(NamedTuple):
@@ -219,8 +177,8 @@ class Classifier(NamedTuple):
 
 
 def _fit(X, y, key, steps: int, l2: float):
-    p = X.shape[1]
-    params = {"w": 0.01 * jax.random.normal(key, (p,), X.dtype), "b": jnp.zeros((), X.dtype)}
+    params = {"w": 0.01 * jax.random.normal(key, (X.shape[1],), X.dtype),
+              "b": jnp.zeros((), X.dtype)}
 
     def loss(params):
         z = X @ params["w"] + params["b"]
@@ -250,37 +208,25 @@ def _train_cached(raw_folder: str | None, seed: int, steps: int, l2: float) -> C
     X, y = encode(table)
     n = table.num_train
     params, _ = _fit_jit(jnp.asarray(X[:n]), jnp.asarray(y[:n]), jax.random.key(seed), steps, l2)
-    w = np.asarray(params["w"], np.float32)
-    b = np.float32(params["b"])
-    logits = X @ w + b
-    scores = (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).astype(np.float32)
+    w, b = np.asarray(params["w"], np.float32), np.float32(params["b"])
+    scores = (1.0 / (1.0 + np.exp(-(X @ w + b).astype(np.float64)))).astype(np.float32)
     pred = scores >= np.float32(0.5)
     acc = lambda sl: float(np.mean(pred[sl] == (y[sl] > 0.5)))  # noqa: E731
     return Classifier(w, float(b), scores[n:], acc(slice(n, None)), acc(slice(0, n)))
 
 
-def train_logistic_regression(
-    seed: int = 0, steps: int = 100, l2: float = 1e-4,
-    raw_folder: str | os.PathLike | None = None,
-) -> Classifier:
-    """Fit the logistic regression on the training rows; score the test rows.
-
-    Args:
-      seed: key of the starting weights (``jax.random.key(seed)``).
-      steps: L-BFGS iterations (each with a zoom line search).
-      l2: weight of the L2 penalty on the weights.
-      raw_folder: parse the raw files there instead of reading the shipped file.
-
-    Returns:
-      a :class:`Classifier`; cached in memory per arguments (nothing is written to disk).
-    """
+def train_logistic_regression(seed: int = 0, steps: int = 100, l2: float = 1e-4,
+                              raw_folder: str | os.PathLike | None = None) -> Classifier:
+    """A :class:`Classifier` fitted on the training rows, scoring the test rows; cached in
+    memory per arguments. ``seed``: key of the starting weights (``jax.random.key(seed)``);
+    ``steps``: L-BFGS iterations; ``l2``: weight of the L2 penalty; ``raw_folder``: parse the
+    raw files there instead of reading the shipped file."""
     return _train_cached(_source(raw_folder), int(seed), int(steps), float(l2))
 
 
-def held_out_scores(clf: Classifier, table: AdultTable) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray]:
+def held_out_scores(clf: Classifier, table: AdultTable
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(scores, labels, male)`` of the test rows: float32, bool, bool."""
     n = table.num_train
-    labels = table.columns[LABEL][n:] > 0
     male = table.columns["sex"][n:] == table.code("sex", "Male")
-    return clf.test_scores, labels, male
+    return clf.test_scores, table.columns[LABEL][n:] > 0, male

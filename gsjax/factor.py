@@ -1,45 +1,30 @@
 r"""Factor-graph problems (Section 5.3): factors with shared parameters, node-specific features.
 
-A factor graph has ``n`` coordinates, ``k`` nodes (the criteria) and a list of factors ``C``,
-each a set of coordinates with its own parameter :math:`w^*_C \in \mathbb{R}^{d_C}` and a set of
-member nodes. Node ``i``'s expected loss is
+``n`` coordinates, ``k`` nodes (the criteria), factors ``C``: each a set of coordinates and of
+member nodes, with its own parameter :math:`w^*_C \in \mathbb{R}^{d_C}`. Node ``i``'s loss is
 
 .. math::
     \mu_i(s) = \sum_{C \ni i} \langle \psi_{C,i}(s|_C), w^*_C \rangle, \qquad
     \psi_{C,i}(x) = M_{C,i}\, \phi_C(x),
 
-where :math:`\phi_C` is one of the feature maps of :mod:`gsjax.problem` (``linear``,
-``quadratic``, ``rff``; the random Fourier frequencies are drawn once per FACTOR, shared by its
-nodes) applied to the factor's scope, and :math:`M_{C,i} \in \mathbb{R}^{d_C \times d_C}` is a
-fixed node-specific *mixing* matrix (config ``mixing``, drawn once from ``mixing_seed``):
+where :math:`\phi_C` is a feature map of :mod:`gsjax.problem` on the factor's scope (random
+Fourier frequencies drawn once per FACTOR) and :math:`M_{C,i}` a fixed node-specific *mixing*
+matrix (config ``mixing``, drawn once from ``mixing_seed``):
 
-* ``"orthogonal"`` (default): a Haar-random orthogonal matrix per (node, factor). It preserves
-  norms, so every node's signal-to-noise ratio is that of the plain features, while different
-  nodes read different directions of :math:`w^*_C`: one round's ``k`` observations are ``k``
-  different linear functionals of the shared parameter, the situation in which a joint
-  estimator gains (for ``k >= d_C`` a single round can identify :math:`w^*_C`).
-* ``"scaled"``: a diagonal matrix with entries ``U[0.5, 1.5]``: every node reads the same
-  coordinates of :math:`w^*_C` with node-specific sensitivities (positively correlated nodes).
-* ``"identity"``: every member node has the same features (pure replication: the joint
-  estimator sees ``k`` noisy copies of one observation).
+* ``"orthogonal"`` (default): Haar-random per (node, factor): norms kept, but nodes read
+  different directions of :math:`w^*_C`, where a joint estimator gains.
+* ``"scaled"``: diagonal, entries ``U[0.5, 1.5]``: node-specific sensitivities.
+* ``"identity"``: every member node has the same features (pure replication).
 
-The joint model of Section 5.3 stacks the factor parameters into
-:math:`\theta_{joint} = (w_C)_C \in \mathbb{R}^{d_{eff}}` and observes
-:math:`Y_t = \Psi(s_t)\theta_{joint} + \eta_t \in \mathbb{R}^k`, row ``i`` of
-:math:`\Psi(s) \in \mathbb{R}^{k \times d_{eff}}` holding :math:`\psi_{C,i}(s|_C)` in the block of
-each factor ``C`` that contains ``i`` and zeros elsewhere (:func:`joint_features`).
+The joint model stacks :math:`\theta_{joint} = (w_C)_C \in \mathbb{R}^{d_{eff}}` and observes
+:math:`Y_t = \Psi(s_t)\theta_{joint} + \eta_t`, row ``i`` of :math:`\Psi(s)` holding
+:math:`\psi_{C,i}(s|_C)` in the block of each factor ``C \ni i`` (:func:`joint_features`).
+The SAME problem is a :class:`gsjax.problem.Problem` of the node-wise model: node ``i``'s scope
+is the union of its factors' coordinates, its features the concatenated :math:`\psi_{C,i}`
+(``max_degree`` slots of ``d_C``), its ``theta*_i`` its own copy of :math:`(w^*_C)_{C \ni i}`.
 
-The SAME problem is a :class:`gsjax.problem.Problem` of the node-wise model, so the node-wise
-algorithms run on it unchanged: node ``i``'s scope is the union of its factors' coordinates,
-its feature vector is the concatenation of its :math:`\psi_{C,i}` over its factors (padded to
-``max_degree`` factors of ``d_C`` entries), and its ``theta*_i`` is its own stacked copy of the
-:math:`(w^*_C)_{C \ni i}` (:meth:`FactorEnv.features`). Node-wise estimators learn each copy
-from the node's own feedback only; the joint estimator pools every node's feedback into one
-estimate.
-
-Shapes are padded: every factor has ``m_C`` coordinate slots and ``d_C`` feature slots (the
-largest), with masks; mixing matrices act on the real sub-block only. The padded joint vector
-has ``F d_C`` entries, ``d_eff`` of them real (:func:`joint_mask`).
+Shapes are padded to the largest factor (``m_C`` coordinates, ``d_C`` features) with masks;
+the joint vector has ``F d_C`` entries, ``d_eff`` real (:func:`joint_mask`).
 """
 
 from __future__ import annotations
@@ -52,39 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax.graphs import Scopes, padded
-from gsjax.problem import (
-    Environment,
-    Problem,
-    Structure,
-    _feature_mask,
-    assemble_problem,
-    compiled_build,
-    draw_arrays,
-    seed_rows,
-    feature_dim,
-    feature_norm_sq_bound,
-    make_structure,
-    problem_keywords,
-    scoped_features,
-    total_loss,
-    with_minimiser,
-)
+from gsjax.problem import (Environment, Problem, Structure, _check_choice, _feature_mask,
+                           assemble_problem, compiled_build, draw_arrays, feature_dim,
+                           feature_norm_sq_bound, make_structure, problem_keywords,
+                           scoped_features, seed_rows, total_loss, with_minimiser)
 
 __all__ = [
-    "MIXINGS",
-    "FactorEnv",
-    "FactorLayout",
-    "FactorSpec",
-    "FactorData",
-    "clique_layout",
-    "node_scopes",
-    "make_factor_structure",
-    "mixing_matrices",
-    "joint_dim",
-    "joint_features",
-    "joint_theta",
-    "joint_mask",
-    "make_factor_problem",
+    "MIXINGS", "FactorEnv", "FactorLayout", "FactorSpec", "FactorData", "clique_layout",
+    "node_scopes", "make_factor_structure", "mixing_matrices", "joint_dim", "joint_features",
+    "joint_theta", "joint_mask", "make_factor_problem",
 ]
 
 MIXINGS = ("orthogonal", "scaled", "identity")
@@ -131,9 +92,8 @@ class FactorData(NamedTuple):
 
 def clique_layout(num_nodes: int, num_coords: int) -> FactorLayout:
     """One factor over every coordinate, shared by every node (the dense case of Section 5.3)."""
-    return FactorLayout(
-        int(num_coords), int(num_nodes), (tuple(range(num_coords)),), (tuple(range(num_nodes)),)
-    )
+    return FactorLayout(int(num_coords), int(num_nodes), (tuple(range(num_coords)),),
+                        (tuple(range(num_nodes)),))
 
 
 def _node_factor_lists(layout: FactorLayout) -> list[list[int]]:
@@ -168,34 +128,23 @@ def node_scopes(layout: FactorLayout) -> Scopes:
     return padded(rows, layout.num_coords)
 
 
-def make_factor_structure(
-    layout: FactorLayout, features_kind: str, noise: str, rff_dim: int = 16,
-    mixing: str = "orthogonal",
-) -> tuple[Structure, Scopes]:
+def make_factor_structure(layout: FactorLayout, features_kind: str, noise: str, rff_dim: int = 16,
+                          mixing: str = "orthogonal") -> tuple[Structure, Scopes]:
     """Static structure (``environment = "factor"``) and the node scopes of a layout.
 
-    ``disjoint`` is always False: node features mix their scope's coordinates, so the
-    block-wise vertex enumeration of :func:`gsjax.lcb.minimise_vertex` (which reads the
-    features of a block as its coordinates) does not apply; the whole box is enumerated.
+    ``disjoint`` is always False: node features mix their scope's coordinates, so the block-wise
+    vertex enumeration of :func:`gsjax.lcb.minimise_vertex` does not apply.
     """
-    if mixing not in MIXINGS:
-        raise ValueError(f"make_factor_structure: mixing: unknown mixing {mixing!r}; "
-                         f"allowed: {MIXINGS}")
+    _check_choice(mixing, MIXINGS, "make_factor_structure: mixing", "mixing")
     scopes = node_scopes(layout)
     nodewise = make_structure(scopes, features_kind, noise, rff_dim)
     m_c = max(len(c) for c in layout.factor_coords)
     d_c = feature_dim(features_kind, m_c, nodewise.rff_dim)
     degree = max(len(fl) for fl in _node_factor_lists(layout))
-    spec = FactorSpec(
-        num_factors=len(layout.factor_coords),
-        factor_scope_size=m_c,
-        factor_feature_dim=d_c,
-        max_degree=degree,
-        mixing=mixing,
-    )
-    structure = dataclasses.replace(nodewise, feature_dim=degree * d_c, disjoint=False,
-                                    contiguous=False, env=FactorEnv(spec))
-    return structure, scopes
+    spec = FactorSpec(num_factors=len(layout.factor_coords), factor_scope_size=m_c,
+                      factor_feature_dim=d_c, max_degree=degree, mixing=mixing)
+    return dataclasses.replace(nodewise, feature_dim=degree * d_c, disjoint=False,
+                               contiguous=False, env=FactorEnv(spec)), scopes
 
 
 def _haar_orthogonal(rng: np.random.Generator, d: int) -> np.ndarray:
@@ -205,11 +154,8 @@ def _haar_orthogonal(rng: np.random.Generator, d: int) -> np.ndarray:
 
 
 def mixing_matrices(layout: FactorLayout, structure: Structure, seed: int) -> np.ndarray:
-    """(k, max_degree, d_C, d_C) host mixing matrices, acting on each factor's real block.
-
-    Drawn with ``numpy.random.default_rng(seed)`` in the order (node, its factors in
-    increasing id); zero outside the real ``d x d`` block and for padded factor slots.
-    """
+    """(k, max_degree, d_C, d_C) host mixing matrices on each factor's real block (zero
+    elsewhere), drawn by ``numpy.random.default_rng(seed)`` node by node, factors by id."""
     spec: FactorSpec = structure.env.spec
     fmask = _feature_mask(structure, padded(layout.factor_coords, layout.num_coords).mask)
     d_c = spec.factor_feature_dim
@@ -233,17 +179,13 @@ def _node_blocks(structure: Structure, data: FactorData, s: jax.Array) -> jax.Ar
 
 
 def joint_dim(structure: Structure) -> int:
-    """Padded length of the joint parameter vector: ``F d_C``, or ``k d`` for a node-wise problem."""
+    """Padded length of the joint parameter vector: ``F d_C`` (``k d`` node-wise)."""
     return structure.env.joint_dim(structure)
 
 
 def joint_features(structure: Structure, problem: Problem, s: jax.Array) -> jax.Array:
-    """(k, F d_C) the joint feature matrix ``Psi(s)``: row ``i`` holds ``psi_{C,i}`` in C's block.
-
-    A problem that is not a factor graph is read as one whose every criterion is its own
-    factor (identity mixing): ``Psi(s)`` is then ``(k, k d)`` block-diagonal in the node-wise
-    features, and the joint estimator is ``k`` independent ridge fits sharing one trigger.
-    """
+    """(k, F d_C) the joint feature matrix ``Psi(s)``: row ``i`` holds ``psi_{C,i}`` in C's block
+    (other problems: ``(k, k d)`` block-diagonal, every criterion its own factor)."""
     return structure.env.joint_features(structure, problem, s)
 
 
@@ -266,12 +208,10 @@ class FactorEnv(Environment):
         return jax.grad(lambda s: total_loss(structure, problem, s))(zeros)
 
     def feature_norm_sq_bound(self, structure, problem):
-        """(k,) ``L_i^2 >= ||psi_i(s)||^2 = sum_{C in i} ||M_{C,i} phi_C(s)||^2``; row ``i`` of
-        :func:`joint_features` has the same entries, so the same norm. An orthogonal or
-        identity ``M`` keeps the norm: the bound of :func:`gsjax.problem.feature_norm_sq_bound`
-        over node ``i``'s real entries (``sum_C d_C``; ``2`` per factor for rff). ``"scaled"``,
-        ``M = diag(m)``: ``||M phi||^2 = sum_j m_j^2 phi_j^2 <= e^2 sum_j m_j^2`` with ``e^2``
-        the entry bound (1; ``2/D`` for rff), attained at ``s = 1`` for linear and quadratic."""
+        """(k,) ``L_i^2 >= ||psi_i(s)||^2 = sum_{C in i} ||M_{C,i} phi_C(s)||^2`` (also row
+        ``i`` of :func:`joint_features`'s). Orthogonal or identity ``M`` keeps the norm: the
+        node-wise bound; ``"scaled"``, ``M = diag(m)``: ``e^2 sum_j m_j^2`` with ``e^2`` the
+        entry bound of :func:`gsjax.problem.feature_norm_sq_bound`."""
         if self.spec.mixing != "scaled":
             return super().feature_norm_sq_bound(structure, problem)
         m2 = jnp.diagonal(problem.env_data.mix, axis1=-2, axis2=-1) ** 2  # (k, degree, d_C)
@@ -304,8 +244,8 @@ def joint_theta(problem: Problem) -> jax.Array:
 def joint_mask(problem: Problem) -> jax.Array:
     """(F d_C,) bool, the ``d_eff`` real entries of the joint parameter vector."""
     data = problem.env_data
-    return (data.factor_feat_mask if isinstance(data, FactorData) else problem.feat_mask
-            ).reshape(-1)
+    mask = data.factor_feat_mask if isinstance(data, FactorData) else problem.feat_mask
+    return mask.reshape(-1)
 
 
 def make_factor_problem(key: jax.Array, structure: Structure, layout: FactorLayout, *,
@@ -313,13 +253,9 @@ def make_factor_problem(key: jax.Array, structure: Structure, layout: FactorLayo
     """A factor-graph problem instance; jittable in ``key`` (the layout and mixing are host),
     built in one compiled program when ``key`` is concrete (:func:`gsjax.problem.compiled_build`).
 
-    ``options``: the keywords of :func:`gsjax.problem.make_problem` (``theta_distribution``,
-    ``theta_values``, ``theta_scale``, ``noise_sigma``, ``s0``, ``rff_lengthscale``,
-    ``dtype``), with its defaults and checks (``ValueError`` naming the argument), except that
-    "explicit" ``theta_values`` have one row of ``d_C`` entries per FACTOR. ``key`` is split as
-    there: ``w*`` ("normal": ``scale N(0,1)``, "uniform": ``scale U(-1,1)``, "signal"), the
-    per-factor random Fourier features, the ``s*`` search. ``s*`` is exact for linear features
-    (``L`` is then linear in ``s``).
+    ``options``: the keywords of :func:`gsjax.problem.make_problem`, with its defaults, checks
+    and draws (``w*`` in place of ``theta*``, per-factor Fourier features), except that
+    "explicit" ``theta_values`` have one row of ``d_C`` entries per FACTOR.
     """
     return compiled_build(_make_factor_problem, key, structure=structure, layout=layout,
                           mixing_seed=mixing_seed, options=options)
@@ -337,15 +273,10 @@ def _make_factor_problem(key, *, structure, layout, mixing_seed, options) -> Pro
     nf, nfm = node_factors.index, node_factors.mask
     data = FactorData(
         factor_scopes=jnp.asarray(factor_scopes.index),
-        factor_scope_mask=jnp.asarray(factor_scopes.mask),
-        factor_feat_mask=jnp.asarray(ffmask),
-        rff_omega=omega,
-        rff_phase=phase,
-        node_factors=jnp.asarray(nf),
+        factor_scope_mask=jnp.asarray(factor_scopes.mask), factor_feat_mask=jnp.asarray(ffmask),
+        rff_omega=omega, rff_phase=phase, node_factors=jnp.asarray(nf),
         node_factor_mask=jnp.asarray(nfm),
-        mix=jnp.asarray(mixing_matrices(layout, structure, mixing_seed), o["dtype"]),
-        w=w,
-    )
+        mix=jnp.asarray(mixing_matrices(layout, structure, mixing_seed), o["dtype"]), w=w)
     # Node-wise view: node i's theta*_i is its stacked copy of (w*_C)_{C in i}.
     theta = jnp.where(jnp.asarray(nfm)[..., None], w[jnp.asarray(nf)], 0.0).reshape(k, -1)
     feat_mask = (nfm[..., None] & ffmask[nf]).reshape(k, -1)

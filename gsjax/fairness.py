@@ -1,76 +1,44 @@
 r"""Fairness-threshold tuning (Section 7.3): the decision threshold of a classifier as the state.
 
 The state is the threshold :math:`\tau \in [0, 1]` (``n = k = 1``); a held-out row is predicted
-positive when its score is :math:`\ge \tau`. The loss of the paper is
+positive when its score is :math:`\ge \tau`. The loss of the paper, on ALL held-out rows, is
 
 .. math:: L(\tau) = (1 - \mathrm{Acc}(\tau)) + |\mathrm{TPR}_{m}(\tau) - \mathrm{TPR}_{f}(\tau)|
 
-on ALL held-out rows (``m``: male, ``f``: female; TPR = true-positive rate within the group's
-positives). It changes only where :math:`\tau` crosses a score, so it is a step function over
-the ``M`` distinct sorted scores :math:`u_0 < \dots < u_{M-1}`: for
-:math:`\tau \in (u_{j-1}, u_j]` the rows predicted positive are those with score
-:math:`\ge u_j` (all rows for :math:`j = 0`, none for :math:`j = M`). :func:`loss_table`
-evaluates the ``M + 1`` pieces exactly (integer counts, float64), :func:`exact_loss` looks one
-up (``searchsorted``) and :func:`exact_minimiser` returns the best piece: :math:`\tau^*` is the
-midpoint of its interval within ``[0, 1]`` (ties: the lowest threshold), with no grid.
+(``m``: male, ``f``: female; TPR within the group's positives), a step function over the ``M``
+distinct sorted scores :math:`u_0 < \dots < u_{M-1}`: for :math:`\tau \in (u_{j-1}, u_j]` the
+rows with score :math:`\ge u_j` are predicted positive. :func:`loss_table` evaluates the
+``M + 1`` pieces exactly (integer counts, float64), :func:`exact_loss` looks one up and
+:func:`exact_minimiser` returns the midpoint of the best piece within ``[0, 1]`` (ties: the
+lowest threshold).
 
-Feedback (:func:`observe`): each round ``B`` held-out rows are drawn uniformly WITH
-replacement from the round's key (i.i.d. draws from the held-out population; a fresh batch of
-users), and the learner observes one number, the batch's loss at the played :math:`\tau`.
+Feedback (:func:`observe`): each round ``B`` held-out rows are drawn uniformly WITH replacement
+from the round's key, and the learner observes the batch's loss at :math:`\tau`: its error rate
+(unbiased for :math:`1 - \mathrm{Acc}`) plus a gap estimate (``gap_estimator``):
 
-* The batch error rate is an unbiased estimate of :math:`1 - \mathrm{Acc}(\tau)`.
-* ``gap_estimator = "plain"``: the batch's own ``|TPR_m - TPR_f|``, a group's TPR taken as 0
-  when the batch holds none of its positives (``recall_score(..., zero_division=0)``). It is
-  biased upwards, :math:`E|X| \ge |EX|`, by about :math:`\sigma\sqrt{2/\pi}` where the gap is
-  small against its batch noise :math:`\sigma`, and :math:`\sigma` depends on :math:`\tau`
-  (it vanishes where both TPRs approach 0 or 1), so the bias moves the minimiser.
-* No estimate from one batch can be unbiased for :math:`|D|`, :math:`D = \mathrm{TPR}_m -
-  \mathrm{TPR}_f`, whatever the batch size: its mean is a polynomial in the population's cell
-  probabilities (batch rows are i.i.d.), and :math:`|D|` is not smooth at :math:`D = 0`. A remedy needs
-  information beyond the batch. Both below start from the per-row contributions
-  :math:`z_i = \hat y_i y_i (m_i / \pi_m - f_i / \pi_f)`, with :math:`\pi_g` the held-out share
-  of rows that are positives of group ``g`` (a population constant, independent of
-  :math:`\tau`, that a monitoring system knows from its history): :math:`\bar z` is an
-  unbiased estimate of :math:`D`, defined for every batch (no empty-group convention needed).
-* ``gap_estimator = "signed"`` (the remedy): report :math:`\bar z`, the signed gap with the
-  privileged group (``male``) as the reference, as fairness toolkits report the equal-opportunity
-  difference. The observation is then unbiased for :math:`L(\tau)` wherever
-  :math:`\mathrm{TPR}_m(\tau) \ge \mathrm{TPR}_f(\tau)` (and below it by :math:`2|D|`
-  elsewhere); :func:`describe` reports, from the exact tables, the share of ``[0, 1]`` where
-  the order flips (0.8 % on Adult, where :math:`|D| \le 0.005`).
-* ``gap_estimator = "split"``: no orientation assumed. The batch is split in halves ``a`` and
-  ``b`` and the gap is :math:`\tfrac12(\mathrm{sign}(\bar z_a)\bar z_b + \mathrm{sign}(\bar
-  z_b)\bar z_a)`: each half's sign applied to the other, independent half, so its mean is
-  :math:`D\,E[\mathrm{sign}\,\bar z_a] \in [0, |D|]`: no upward bias, exact at
-  :math:`D = 0` and when :math:`|D|` is large against the noise, but it shrinks towards 0 where
-  the noise dominates, so with small batches the gap term fades out of the objective.
+* ``"plain"``: the batch's own ``|TPR_m - TPR_f|`` (a group without positives in the batch has
+  TPR 0). Biased upwards, :math:`E|X| \ge |EX|`, by up to :math:`\sigma\sqrt{2/\pi}` for batch
+  noise :math:`\sigma`, which depends on :math:`\tau`, so the bias moves the minimiser. No
+  one-batch estimate is unbiased for :math:`|D|`, :math:`D = \mathrm{TPR}_m - \mathrm{TPR}_f`
+  (its mean is a polynomial in the cell probabilities; :math:`|D|` is not smooth at 0).
+* ``"signed"``: :math:`\bar z`, with :math:`z_i = \hat y_i y_i (m_i / \pi_m - f_i / \pi_f)` and
+  :math:`\pi_g` the held-out share of positives of group ``g`` (a population constant):
+  unbiased for :math:`D`, so for :math:`L` wherever :math:`\mathrm{TPR}_m \ge \mathrm{TPR}_f`
+  (:func:`describe` reports the share of ``[0, 1]`` where it flips: 0.8 % on Adult).
+* ``"split"``: halves ``a`` and ``b``, gap :math:`\tfrac12(\mathrm{sign}(\bar z_a)\bar z_b +
+  \mathrm{sign}(\bar z_b)\bar z_a)`, mean :math:`D\,E[\mathrm{sign}\,\bar z_a] \in [0, |D|]`:
+  no upward bias, but it fades towards 0 where the noise dominates.
 
 ``scripts/adult_bias.py`` measures every estimator against :math:`L(\tau)`.
 
-**The smoothed environment** (:func:`smooth`; used by ``gsjax tune``'s relaxed mode only,
-``gsjax run`` never builds it). :math:`L` and every batch loss are step functions of
-:math:`\tau`: their derivative is 0, so no gradient reaches the hyperparameters. With a
-bandwidth :math:`h` each indicator :math:`1[u_i \ge \tau]` becomes
-:math:`p_i = \sigma((u_i - \tau)/h)`, a soft prediction (the probability that row ``i`` is
-predicted positive when its score carries logistic noise of scale ``h``):
-
-.. math:: L_h(\tau) = \tfrac1N \textstyle\sum_i \big(p_i (1 - y_i) + (1 - p_i) y_i\big)
-          + |\mathrm{TPR}_{m,h} - \mathrm{TPR}_{f,h}|, \qquad
-          \mathrm{TPR}_{g,h} = \sum_{i \in g, y_i = 1} p_i / |\{i \in g : y_i = 1\}|.
-
-The regret term uses :math:`L_h` on all held-out rows, interpolated in a table built once
-(:func:`smooth`). The observation is :func:`smoothed_batch_loss`: the SAME batch rows as
-:func:`batch_loss` (same key, same draw), every indicator replaced by :math:`p_i`, with the
-spec's gap estimator (``plain``: the batch's ``|TPR_m - TPR_f|`` from soft counts; ``signed``
-and ``split``: :math:`z_i = p_i y_i (m_i/\pi_m - f_i/\pi_f)`), so gradients flow through the
-data path as well. :math:`L_h \to L` as :math:`h \to 0` wherever :math:`\tau` is not a
-score: with :math:`e_i = |p_i - 1[u_i \ge \tau]| = \sigma(-|u_i - \tau|/h)`,
-:math:`|L_h - L| \le \sum_i e_i / N + \sum_{i: y_i = 1} e_i / n_{g(i)}` (``n_g``: positives
-of group ``g``), which vanishes with ``h``; only rows within a few ``h`` of :math:`\tau` count.
-
-The bandwidth (``[relaxed] loss_bandwidth``, default 0.01: the smallest that gave usable
-gradients) and the table's grid were chosen by measurements on Adult (README, "Section 7.3" of
-the tuning results).
+**The smoothed environment** (:func:`smooth`; ``gsjax tune``'s relaxed mode only): :math:`L`
+and every batch loss are step functions of :math:`\tau`, with derivative 0. With a bandwidth
+:math:`h` (``[relaxed] loss_bandwidth``) each indicator :math:`1[u_i \ge \tau]` becomes
+:math:`p_i = \sigma((u_i - \tau)/h)`; the regret uses :math:`L_h`, interpolated in a table built
+once, and the observation is :func:`smoothed_batch_loss` (the same batch rows, soft counts, the
+same gap estimator), so gradients also flow through the data. :math:`|L_h - L| \le \sum_i e_i /
+N + \sum_{i: y_i = 1} e_i / n_{g(i)}` with :math:`e_i = \sigma(-|u_i - \tau|/h)`, vanishing with
+``h`` wherever :math:`\tau` is not a score.
 """
 
 from __future__ import annotations
@@ -84,26 +52,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax import adult
-from gsjax.problem import Environment, Feedback, _feature_mask, assemble_problem
+from gsjax.problem import Environment, Feedback, _check_choice, _feature_mask, assemble_problem
 
 __all__ = [
-    "GAP_ESTIMATORS",
-    "AdultEnv",
-    "FairnessSpec",
-    "FairnessData",
-    "loss_terms",
-    "loss_table",
-    "exact_minimiser",
-    "make_data",
-    "exact_loss",
-    "batch_loss",
-    "observe",
-    "make_adult_problem",
-    "describe",
-    "smoothed_loss_terms",
-    "smooth",
-    "smoothed_loss",
-    "smoothed_batch_loss",
+    "GAP_ESTIMATORS", "AdultEnv", "FairnessSpec", "FairnessData", "loss_terms", "loss_table",
+    "exact_minimiser", "make_data", "exact_loss", "batch_loss", "observe", "make_adult_problem",
+    "describe", "smoothed_loss_terms", "smooth", "smoothed_loss", "smoothed_batch_loss",
 ]
 
 GAP_ESTIMATORS = ("plain", "signed", "split")
@@ -126,8 +80,7 @@ class FairnessData(NamedTuple):
     thresholds: jax.Array  # (M,) distinct scores, ascending
     table: jax.Array  # (M + 1,) L on each piece (see module docstring)
     inv_pos_share: jax.Array  # (2,) 1 / pi_m, 1 / pi_f (shares of positives of each group)
-    # The smoothed environment of gsjax tune (:func:`smooth`); None in the hard environment,
-    # whose code path never reads them.
+    # The smoothed environment (:func:`smooth`); None in the hard one, which never reads them.
     bandwidth: jax.Array | None = None  # () h
     smooth_table: jax.Array | None = None  # (G,) L_h at the grid i / (G - 1), i = 0..G-1
 
@@ -147,41 +100,31 @@ def _count_at_least(x: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def loss_table(scores, labels, male) -> tuple[np.ndarray, np.ndarray]:
-    """``(u, table)``: the distinct scores ascending (M,) and ``L`` on each piece (M + 1,) float64.
-
-    ``table[j]`` is ``L`` when the rows with score ``>= u[j]`` are predicted positive
-    (``j = M``: none), i.e. for every ``tau`` in ``(u[j-1], u[j]]``.
-    """
+    """``(u, table)``: the distinct scores ascending (M,) and ``L`` on each piece (M + 1,) float64:
+    ``table[j]`` for every ``tau`` in ``(u[j-1], u[j]]`` (scores ``>= u[j]`` positive)."""
     scores = np.asarray(scores)
     labels, male = np.asarray(labels, bool), np.asarray(male, bool)
     u = np.unique(scores)
-    n = scores.shape[0]
     at_least = lambda x: np.append(_count_at_least(x, u), 0).astype(np.float64)  # noqa: E731
     tp_m, tp_f = at_least(scores[labels & male]), at_least(scores[labels & ~male])
     fp = at_least(scores[~labels])
     pos_m, pos_f = np.sum(labels & male), np.sum(labels & ~male)
     fn = (pos_m + pos_f) - (tp_m + tp_f)
-    err = (fp + fn) / n
+    err = (fp + fn) / scores.shape[0]
     gap = np.abs(tp_m / max(pos_m, 1) - tp_f / max(pos_f, 1))
     return u, err + gap
 
 
 def exact_minimiser(u: np.ndarray, table: np.ndarray) -> tuple[float, float, tuple[float, float]]:
-    """``(tau*, L(tau*), (lo, hi))``: the best piece within ``[0, 1]`` and its midpoint.
-
-    Piece ``j`` holds the thresholds ``(u[j-1], u[j]]`` (``[0, u[0]]`` for ``j = 0``,
-    ``(u[M-1], 1]`` for ``j = M``). Pieces that do not meet ``[0, 1]`` are skipped; among equal
-    losses the lowest threshold wins. ``tau*`` is chosen inside the interval so that
-    ``searchsorted(u, tau*) == j`` holds in ``u``'s dtype.
-    """
+    """``(tau*, L(tau*), (lo, hi))``: the best piece ``j`` meeting ``[0, 1]`` (ties: the lowest)
+    and its midpoint, chosen so that ``searchsorted(u, tau*) == j`` in ``u``'s dtype."""
     m = u.shape[0]
     lo = np.concatenate([[-np.inf], u.astype(np.float64)])
     hi = np.concatenate([u.astype(np.float64), [np.inf]])
     reachable = (hi >= 0.0) & (lo < 1.0)
     if m and u[-1] >= 1.0:  # no threshold in [0, 1] predicts nobody positive
         reachable[m] = False
-    vals = np.where(reachable, table, np.inf)
-    j = int(np.argmin(vals))
+    j = int(np.argmin(np.where(reachable, table, np.inf)))
     a, b = max(lo[j], 0.0), min(hi[j], 1.0)
     tau = np.asarray(0.5 * (a + b), u.dtype)
     if j > 0 and tau <= u[j - 1]:  # an interval one float wide: its upper end is inside
@@ -198,13 +141,9 @@ def make_data(scores, labels, male, dtype=jnp.float32) -> FairnessData:
     n = scores.shape[0]
     share = np.array([np.sum(labels & male), np.sum(labels & ~male)], np.float64) / n
     return FairnessData(
-        scores=jnp.asarray(scores),
-        labels=jnp.asarray(labels),
-        male=jnp.asarray(male),
-        thresholds=jnp.asarray(u),
-        table=jnp.asarray(table, dtype),
-        inv_pos_share=jnp.asarray(1.0 / np.maximum(share, 1.0 / n), dtype),
-    )
+        scores=jnp.asarray(scores), labels=jnp.asarray(labels), male=jnp.asarray(male),
+        thresholds=jnp.asarray(u), table=jnp.asarray(table, dtype),
+        inv_pos_share=jnp.asarray(1.0 / np.maximum(share, 1.0 / n), dtype))
 
 
 def exact_loss(data: FairnessData, tau: jax.Array) -> jax.Array:
@@ -228,18 +167,14 @@ def _batch_rows(key: jax.Array, spec: FairnessSpec, data: FairnessData) -> jax.A
 
 def _batch_value(spec: FairnessSpec, data: FairnessData, idx: jax.Array, pred: jax.Array
                  ) -> jax.Array:
-    """() error rate + the spec's gap estimate on the rows ``idx``, from predictions ``pred``
-    (B,) in ``[0, 1]``: 0/1 in the hard environment (every sum below is then an exact count),
-    soft in the smoothed one."""
+    """() error rate + the spec's gap estimate on the rows ``idx`` from predictions ``pred`` (B,)
+    in ``[0, 1]`` (0/1, so every sum an exact count, in the hard environment)."""
     dtype = data.table.dtype
     y, m = data.labels[idx].astype(dtype), data.male[idx]
     err = jnp.mean(pred * (1.0 - y) + (1.0 - pred) * y)
     if spec.gap_estimator == "plain":
-        def tpr(g):
-            g = g.astype(dtype)
-            return jnp.sum(pred * y * g) / jnp.maximum(jnp.sum(y * g), 1.0)
-
-        gap = jnp.abs(tpr(m) - tpr(~m))
+        tpr = lambda g: jnp.sum(pred * y * g) / jnp.maximum(jnp.sum(y * g), 1.0)  # noqa: E731
+        gap = jnp.abs(tpr(m.astype(dtype)) - tpr((~m).astype(dtype)))
     elif spec.gap_estimator in ("signed", "split"):
         w = jnp.where(m, data.inv_pos_share[0], -data.inv_pos_share[1]).astype(dtype)
         z = pred * y * w  # mean(z) is unbiased for TPR_m - TPR_f
@@ -250,7 +185,8 @@ def _batch_value(spec: FairnessSpec, data: FairnessData, idx: jax.Array, pred: j
             za, zb = jnp.mean(z[:h]), jnp.mean(z[h:])
             gap = 0.5 * (jnp.sign(za) * zb + jnp.sign(zb) * za)
     else:
-        raise ValueError(f"unknown gap estimator {spec.gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
+        raise ValueError(f"unknown gap estimator {spec.gap_estimator!r}; "
+                         f"allowed: {GAP_ESTIMATORS}")
     return err + gap
 
 
@@ -267,9 +203,8 @@ def observe(key: jax.Array, spec: FairnessSpec, data: FairnessData, s: jax.Array
 
 @dataclasses.dataclass(frozen=True)
 class AdultEnv(Environment):
-    """Section 7.3: the loss of a decision threshold ``tau = s[0]`` measured on held-out UCI
-    Adult rows (a :class:`FairnessData` in ``Problem.env_data``), not a linear model; the
-    learner's features are the structure's own (``[1, tau, tau^2]`` by default)."""
+    """Section 7.3: the loss of a threshold ``tau = s[0]`` on held-out UCI Adult rows (a
+    :class:`FairnessData` in ``Problem.env_data``); the learner's features are the structure's."""
 
     spec: FairnessSpec
     name: ClassVar[str] = "adult"
@@ -288,21 +223,18 @@ class AdultEnv(Environment):
 
 def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str,
                        classifier_seed: int = 0, classifier_steps: int = 200,
-                       classifier_l2: float = 1e-4, raw_data=None, s0=0.5,
-                       dtype=jnp.float32):
+                       classifier_l2: float = 1e-4, raw_data=None, s0=0.5, dtype=jnp.float32):
     """``(structure, problem)`` of the UCI Adult threshold-tuning task (Section 7.3).
 
-    ``structure`` comes from :func:`gsjax.problem.make_structure` on one scope of one
-    coordinate (any feature kind); it is returned with ``environment = "adult"`` and the
-    static :class:`FairnessSpec`. The classifier is trained here (:mod:`gsjax.adult`; cached in
-    memory) and scores the held-out (test) rows.
+    ``structure``: :func:`gsjax.problem.make_structure`'s, one scope of one coordinate (any
+    feature kind); returned with an :class:`AdultEnv`. The classifier is trained here
+    (:mod:`gsjax.adult`, cached in memory) and scores the held-out (test) rows.
     """
     if structure.num_coords != 1 or structure.num_criteria != 1:
         raise ValueError("make_adult_problem: structure: the Adult threshold environment has one "
                          "coordinate and one criterion")
-    if gap_estimator not in GAP_ESTIMATORS:
-        raise ValueError(f"make_adult_problem: gap_estimator: unknown gap estimator "
-                         f"{gap_estimator!r}; allowed: {GAP_ESTIMATORS}")
+    _check_choice(gap_estimator, GAP_ESTIMATORS, "make_adult_problem: gap_estimator",
+                  "gap estimator")
     structure = dataclasses.replace(structure, env=AdultEnv(
         FairnessSpec(batch_size=int(batch_size), gap_estimator=gap_estimator)))
     table = adult.load(raw_data)
@@ -311,10 +243,9 @@ def make_adult_problem(structure, scopes, *, batch_size: int, gap_estimator: str
     scores, labels, male = adult.held_out_scores(clf, table)
     data = make_data(scores, labels, male, dtype)
     tau, loss_star, _ = exact_minimiser(np.asarray(data.thresholds), np.asarray(data.table))
-    # theta* is never read here (the loss comes from the data); zero, as reports write it
-    theta = jnp.zeros((1, structure.feature_dim), dtype)
+    theta = jnp.zeros((1, structure.feature_dim), dtype)  # never read (reports write it)
     rff = {}
-    if structure.features == "rff":  # the learner's features read frequencies: zero, as before
+    if structure.features == "rff":  # the learner's features read frequencies: zero
         dd, m = structure.rff_dim, structure.scope_size
         rff = dict(rff_omega=jnp.zeros((1, dd, m), dtype), rff_phase=jnp.zeros((1, dd), dtype))
     problem = assemble_problem(structure, scopes, _feature_mask(structure, scopes.mask), theta,
@@ -335,7 +266,6 @@ def describe(problem) -> dict:
     rate = lambda x: _count_at_least(x, u) / max(x.shape[0], 1)  # noqa: E731
     signed = rate(scores[labels & male]) - rate(scores[labels & ~male])  # D on pieces 0..M-1
     width = np.diff(np.concatenate([[0.0], np.clip(u.astype(np.float64), 0.0, 1.0)]))
-    flipped = signed < 0
     return {
         "held_out_rows": int(d.scores.shape[0]),
         "classifier_test_accuracy": 1.0 - err,
@@ -345,14 +275,12 @@ def describe(problem) -> dict:
         "loss_star": loss_star,
         "accuracy_at_tau_star": 1.0 - e_star,
         "tpr_gap_at_tau_star": abs(m_star - f_star),
-        "share_of_thresholds_with_tpr_f_above_tpr_m": float(np.sum(width[flipped])),
+        "share_of_thresholds_with_tpr_f_above_tpr_m": float(np.sum(width[signed < 0])),
         "largest_tpr_f_minus_tpr_m": float(max(0.0, -signed.min(initial=0.0))),
     }
 
 
-# ---------------------------------------------------------------------------------------------
 # The smoothed environment (gsjax tune's relaxed mode; see the module docstring)
-# ---------------------------------------------------------------------------------------------
 
 DEFAULT_GRID = 4097  # points of the L_h table on [0, 1] (spacing 2.4e-4; see smooth())
 
@@ -360,8 +288,7 @@ DEFAULT_GRID = 4097  # points of the L_h table on [0, 1] (spacing 2.4e-4; see sm
 def smoothed_loss_terms(scores, labels, male, tau, bandwidth: float, chunk: int = 256
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(error rate, TPR_m, TPR_f)`` of the soft predictions ``sigma((score - tau) / h)`` on all
-    rows, at every ``tau`` (any shape; NumPy float64 direct sums, ``chunk`` thresholds at a
-    time)."""
+    rows at every ``tau`` (any shape): float64 direct sums, ``chunk`` thresholds at a time."""
     scores = np.asarray(scores, np.float64)
     labels, male = np.asarray(labels, bool), np.asarray(male, bool)
     tau = np.asarray(tau, np.float64)
@@ -369,27 +296,22 @@ def smoothed_loss_terms(scores, labels, male, tau, bandwidth: float, chunk: int 
     yf = labels.astype(np.float64)
     pos_m, pos_f = labels & male, labels & ~male
     n_m, n_f = max(int(pos_m.sum()), 1), max(int(pos_f.sum()), 1)
-    err, tm, tf = (np.empty(flat.shape[0]) for _ in range(3))
+    out = np.empty((3, flat.shape[0]))  # error rate, TPR_m, TPR_f
     for a in range(0, flat.shape[0], chunk):
         x = (scores[None, :] - flat[a:a + chunk, None]) / bandwidth
         p = 0.5 * (1.0 + np.tanh(0.5 * x))  # sigma(x), without overflow
-        err[a:a + chunk] = np.mean(p * (1.0 - yf) + (1.0 - p) * yf, axis=1)
-        tm[a:a + chunk] = p[:, pos_m].sum(axis=1) / n_m
-        tf[a:a + chunk] = p[:, pos_f].sum(axis=1) / n_f
-    return err.reshape(tau.shape), tm.reshape(tau.shape), tf.reshape(tau.shape)
+        out[:, a:a + chunk] = (np.mean(p * (1.0 - yf) + (1.0 - p) * yf, axis=1),
+                               p[:, pos_m].sum(axis=1) / n_m, p[:, pos_f].sum(axis=1) / n_f)
+    return tuple(out.reshape((3, *tau.shape)))
 
 
 def smooth(problem, bandwidth: float, grid_size: int = DEFAULT_GRID):
-    """The smoothed Adult environment of bandwidth ``h``: ``problem`` with its data carrying
-    ``h`` and the table of ``L_h`` on ``grid_size`` evenly spaced thresholds of ``[0, 1]``.
-
-    :func:`observe` then returns :func:`smoothed_batch_loss` and :func:`smoothed_loss`;
-    ``loss_star`` stays the exact ``L(tau*)`` (a constant: it shifts the regret, not its
-    gradient). The hard environment is untouched (a new ``Problem``; the data arrays are shared).
-
-    The table is computed once (float64 direct sums; about a second): on 4097 points, linear
-    interpolation is within 1.3e-6 of the direct sum at ``h = 0.01``, far below the smoothing
-    error, and a direct sum in every round would make a relaxed run ~4x slower (README).
+    """The smoothed Adult environment of bandwidth ``h``: a new ``problem`` whose data carry
+    ``h`` and the table of ``L_h`` on ``grid_size`` evenly spaced thresholds of ``[0, 1]``, so
+    that :func:`observe` returns :func:`smoothed_batch_loss` and :func:`smoothed_loss`.
+    ``loss_star`` stays the exact ``L(tau*)`` (it shifts the regret, not its gradient). The
+    table (float64 direct sums, once) interpolates within 1.3e-6 of the sum at ``h = 0.01``;
+    summing every round would make a relaxed run ~4x slower.
     """
     h = float(bandwidth)
     if not (h > 0 and math.isfinite(h)):
