@@ -191,14 +191,9 @@ TOP_K_SEEDS = 2**24
 
 def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int,
                      exact: bool = False):
-    """Solve only the seeds whose request asks for it, ``buffer`` seeds at a time.
-
-    ``solve`` (``algo.solve`` vmapped) runs on a gather of the re-optimising seeds and is
-    scattered back; a ``while_loop`` runs ``ceil(count / buffer)`` chunks, so a round costs what
-    its triggers cost. A chunk's seeds: one ``top_k`` over seed ranks when the requests fit one
-    buffer, else ``jnp.nonzero`` (~15 kernels on CPU). Per seed the solver sees the inputs of
-    the ``where`` form, so results are the same. ``exact``: the residual is 0, not scattered.
-    """
+    """``solve`` (vmapped) on the seeds whose request asks for it, gathered ``buffer`` at a time
+    (``top_k`` when they fit one buffer, else ``jnp.nonzero``) and scattered back, so a round
+    costs what its triggers cost. ``exact``: the residual is 0, not scattered."""
     mask = requests.reoptimise
     num = mask.shape[0]
     num_chunks = (jnp.sum(mask.astype(jnp.int32)) + buffer - 1) // buffer
@@ -240,9 +235,8 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
 
 def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move_cost, keys,
               buffer: int | None = None, pax=None):
-    """The round ``(carry, t) -> carry``: one seed (``buffer=None``, ``keys`` its key) or the
-    seeds ``keys`` (S,) stepped together (problem axis ``pax``), ``update`` then being
-    ``prepare`` and, for the seeds that ask, ``solve`` (:func:`_solve_compacted`)."""
+    """The round ``(carry, t) -> carry`` of one seed (``buffer=None``) or of the seeds ``keys``
+    stepped together (problem axis ``pax``), solving those that ask (:func:`_solve_compacted`)."""
     if buffer is None:
         lift = lambda f, *axes: f  # noqa: E731
         update = algo.update
@@ -293,12 +287,9 @@ def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorit
                     structure: Structure, problem: Problem, params: AgentParams, move_cost,
                     num_rounds: int, record_every: int = 1, buffer: int = 8,
                     problem_per_seed: bool = False) -> tuple[Carry, Records]:
-    """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger.
-
-    The results of ``vmap(advance)``, at a cost that follows the seeds that re-optimise (DESIGN
-    section 4); not reverse-mode differentiable. Records are round-major, ``(R, S, ...)``
-    (:func:`drive` turns them seed-first on the host).
-    """
+    """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger:
+    the results of ``vmap(advance)`` (not reverse-mode differentiable); records round-major,
+    ``(R, S, ...)``."""
     pax = seed_axes(problem, problem_per_seed)
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
     return scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
@@ -459,13 +450,10 @@ def _per_device(chunk, problem_per_seed: bool, grid: bool):
 def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record_every: int = 1,
                **options):
     """A jitted ``f(keys (S,), problem, params, move_cost) -> (totals, records)``; ``options``:
-    :func:`make_chunked`'s ``problem_per_seed``, ``compact``, ``buffer`` and ``grid``.
-
-    ``compact=False``: ``jit(vmap(run))``, the reference form; ``compact=True``:
-    :func:`advance_compact`. ``grid=True``: ``params`` and ``move_cost`` carry a leading grid
-    axis ``G``, outputs are ``(G, S, ...)``. A single key compiles a size-1 ``vmap`` whose
-    floats may differ in the last bits from a larger batch's (:func:`sweep` pads it).
-    """
+    :func:`make_chunked`'s ``problem_per_seed``, ``compact`` (``False``: ``jit(vmap(run))``,
+    the reference form), ``buffer`` and ``grid`` (``params`` and ``move_cost`` with a leading
+    axis ``G``, outputs ``(G, S, ...)``). A single key's floats may differ in the last bits
+    from a larger batch's (:func:`sweep` pads it)."""
     init_fn, chunk_fn = make_chunked(algo, structure, horizon, record_every, **options)
     axis = 2 if options.get("grid") else 1  # records seed-first, as drive returns them
 
@@ -489,12 +477,9 @@ class SeedBatch(NamedTuple):
 
 def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
                shard: bool | None = None) -> SeedBatch:
-    """Pad a sweep's seeds and place them (and a per-seed problem) on the devices.
-
-    At least two seeds (a size-1 ``vmap`` compiles differently); sharded (``shard=None``: when
-    there are several devices), a multiple of the device count. The padding repeats the first
-    seed; :func:`unpad` drops it.
-    """
+    """Pad a sweep's seeds with copies of the first (:func:`unpad` drops them) to at least two
+    (a size-1 ``vmap`` compiles differently) and, sharded (``shard=None``: when there are
+    several devices), a multiple of the device count; place them (and a per-seed problem)."""
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
     if num < 1:
