@@ -1,20 +1,12 @@
 """Checkpoints of an experiment in progress: ``checkpoint.npz`` in the run folder and the parts
 it names in ``checkpoint.parts/``.
 
-After every chunk the runner hands over the carry of every seed (host copies), the rounds done
-and that chunk's records. What is new is written once, each piece its own file in
-``checkpoint.parts/``: the chunk's records, and a finished run's result (at the first chunk of
-the run after it). Then ``checkpoint.npz`` replaces the previous one: the config's hash, the
-first seed's global id, the carry, the rounds done, the seconds the current run has compiled and
-run so far (a resumed run reports the whole run's) and the names of the parts it stands on.
-Every file is written atomically and each part before the checkpoint that names it, so a kill at
-any moment leaves the previous checkpoint or the new one, each whole. A checkpoint costs the
-carry and one chunk's records, not the run so far: one file holding everything, rewritten after
-every chunk, wrote 1.45 GB over ``section7_2`` at 1024 seeds x 2000 rounds against 115 MB now
-(``python benchmarks/checkpoints.py``). Keys depend only on the root seed, the seed ids and the
-round index, so a resumed run (:func:`gsjax.experiment.run_sweeps`) draws exactly what the
-uninterrupted run would have.
-
+After every chunk, what is new is written once, each piece its own part: the chunk's records,
+and a finished run's result. Then ``checkpoint.npz`` replaces the previous one: the config's
+hash, the first seed's global id, the carry of every seed, the rounds done, the current run's
+compile and run seconds so far and the names of its parts. Every file is written atomically,
+each part before the checkpoint that names it, so a kill leaves one whole checkpoint. A resumed
+run (:func:`gsjax.experiment.run_sweeps`) draws exactly what the uninterrupted run would have.
 A checkpoint of one file (no parts: gsjax up to commit 391d257) still loads and resumes.
 """
 
@@ -50,7 +42,7 @@ class Unreadable(ValueError):
 
 def _get(z: dict, prefix: str, cls=None):
     """What :func:`gsjax.results.flatten` stored under ``prefix``: a ``cls`` NamedTuple (a
-    missing field None), or without ``cls`` a dict; None when nothing is stored there."""
+    missing field None) or a dict; None when nothing is stored there."""
     if cls is None:
         found = {k[len(prefix) + 1:]: v for k, v in z.items() if k.startswith(prefix + "/")}
         return found or None
@@ -66,10 +58,9 @@ def _write_part(folder, stem: str, arrays: dict) -> str:
 
 
 class Parts:
-    """The parts the checkpoints of one experiment stand on, kept by the one thread that
-    writes them (:meth:`save`): each finished run's result file by name, and the current run's
-    records, one file per chunk (or, resumed from a one-file checkpoint, ``(rounds, records)``
-    still to write)."""
+    """The parts the checkpoints of one experiment stand on (kept by the thread that writes
+    them): each finished run's result file by name, and the current run's records, one file
+    per chunk or ``(rounds, records)`` still to write."""
 
     def __init__(self, completed=None, current=None, records=()):
         self.completed, self.current, self.records = dict(completed or {}), current, list(records)
@@ -87,9 +78,8 @@ class Parts:
     def save(self, folder, config_hash: str, seed_start: int, completed: dict, current: str,
              carry_leaves, rounds_done: int, records, processes: int = 1,
              seconds=(0.0, 0.0)) -> Path:
-        """Write what is new (the results of ``completed``, a name -> sweep result dict, not
-        written yet; ``records``, the chunk's) as parts, then the checkpoint (:func:`save`;
-        ``seconds``: the current run's compile and run seconds so far)."""
+        """Write what is new (results of ``completed``, name -> sweep result; ``records``, the
+        chunk's) as parts, then the checkpoint (:func:`save`)."""
         for name, res in completed.items():
             if name not in self.completed:
                 arrays = {k: v for f in res._fields if f not in TIMINGS
@@ -110,9 +100,7 @@ class Parts:
 
     def hold(self, current: str, rounds_done: int, records) -> None:
         """Keep the records of run ``current``'s chunk ending at ``rounds_done`` for the next
-        :meth:`save` (a chunk without a checkpoint of its own). A new run drops the previous
-        one's chunks: its result holds them (their files go once a checkpoint no longer names
-        them)."""
+        :meth:`save`. A new run drops the previous one's chunks (its result holds them)."""
         if current != self.current:
             self.stale += [r for r in self.records if isinstance(r, str)]
             self.current, self.records = current, []
@@ -122,21 +110,15 @@ class Parts:
 def save(folder, config_hash: str, seed_start: int, completed: dict, current: str,
          carry_leaves, rounds_done: int, parts: dict, processes: int = 1,
          seconds=(0.0, 0.0)) -> Path:
-    """Write ``checkpoint.npz`` (see the module docstring; :meth:`Parts.save` writes the parts
-    first). ``completed`` maps a finished run's name to its timings (``compile_seconds``,
-    ``run_seconds``); ``parts``: ``{"completed": {name: part}, "records": [part, ...]}``, the
-    current run's records in round order. ``processes``: how many processes ran it (recorded;
-    the carry is whole, in global seed order, so any process count resumes it). ``seconds``:
-    the current run's ``(compile, run)`` seconds so far, added to a resumed run's own."""
-    meta = {
-        "config_hash": config_hash,
-        "seed_start": int(seed_start),
-        "completed": completed,
-        "current": {"name": current, "rounds_done": int(rounds_done),
-                    "num_leaves": len(carry_leaves),
-                    **{t: float(x) for t, x in zip(TIMINGS, seconds)}},
-        "parts": parts,
-    }
+    """Write ``checkpoint.npz`` (:meth:`Parts.save` writes the parts first). ``completed`` maps
+    a finished run's name to its timings; ``parts``: ``{"completed": {name: part}, "records":
+    [part, ...]}`` (round order). ``processes``: how many processes ran it (recorded only).
+    ``seconds``: the current run's ``(compile, run)`` seconds so far."""
+    meta = {"config_hash": config_hash, "seed_start": int(seed_start), "completed": completed,
+            "current": {"name": current, "rounds_done": int(rounds_done),
+                        "num_leaves": len(carry_leaves),
+                        **{t: float(x) for t, x in zip(TIMINGS, seconds)}},
+            "parts": parts}
     if processes > 1:  # a single-process checkpoint is as before
         meta["processes"] = int(processes)
     arrays = {f"current/carry/{i:05d}": np.asarray(leaf) for i, leaf in enumerate(carry_leaves)}
@@ -158,8 +140,7 @@ def meta(folder) -> dict | None:
 
 
 def _read(folder, data: bytes | None):
-    """The checkpoint's arrays and a reader of its parts: from the files, or from ``data``
-    (:func:`pack`'s bytes)."""
+    """The checkpoint's arrays and a reader of its parts, from the files or :func:`pack`'s."""
     if data is None:
         return read_npz(Path(folder) / FILENAME), lambda name: _part(folder, name)
     z = read_npz(io.BytesIO(data))
@@ -176,14 +157,12 @@ def _part(folder, name: str) -> dict:
 def load(folder, result=SweepResult, types=None, data: bytes | None = None) -> dict | None:
     """The checkpoint in ``folder`` as a dict, or None when there is none.
 
-    Keys: ``config_hash``, ``seed_start``, ``processes`` (1 for a checkpoint that does not say),
-    ``completed`` (name -> ``result``), ``current`` (name), ``rounds_done``, ``seconds`` (the
-    current run's ``(compile, run)`` seconds so far), ``carry_leaves`` (list), ``records`` (a list
-    of ``types["records"]`` in round order, one per part: join them on the round axis), ``parts``
-    (the part names, None for a one-file checkpoint). ``types`` maps fields of ``result`` to their
-    NamedTuple class (default: the bandit's ``totals``/``records``; other fields are dicts).
-    :class:`Unreadable` when a file is damaged or missing. ``data``: :func:`pack`'s bytes, read
-    elsewhere (by process 0 of a multi-process run), instead of the files.
+    Keys: ``config_hash``, ``seed_start``, ``processes``, ``completed`` (name -> ``result``),
+    ``current`` (name), ``rounds_done``, ``seconds`` (``(compile, run)`` so far),
+    ``carry_leaves`` (list), ``records`` (``types["records"]`` in round order, to join on the
+    round axis), ``parts`` (None for a one-file checkpoint). ``types`` maps fields of ``result``
+    to their NamedTuple class (default: the bandit's; other fields are dicts). ``data``:
+    :func:`pack`'s bytes instead of the files. :class:`Unreadable` when a file is damaged.
     """
     types = {"totals": RunTotals, "records": Records} if types is None else types
     path = Path(folder) / FILENAME
@@ -216,9 +195,8 @@ def load(folder, result=SweepResult, types=None, data: bytes | None = None) -> d
 
 
 def pack(folder) -> bytes | None:
-    """The checkpoint and its parts as one ``.npz`` in memory (:func:`load`'s ``data``: what
-    process 0 sends the others), or None when there is none; :class:`Unreadable` as
-    :func:`load`."""
+    """The checkpoint and its parts as one ``.npz`` in memory (:func:`load`'s ``data``), or None
+    when there is none; :class:`Unreadable` as :func:`load`."""
     path = Path(folder) / FILENAME
     if not path.is_file():
         return None
@@ -236,7 +214,5 @@ def pack(folder) -> bytes | None:
 
 def remove(folder) -> None:
     """Delete the checkpoint (then its parts) once the results it would resume are written."""
-    path = Path(folder) / FILENAME
-    if path.exists():
-        path.unlink()
+    (Path(folder) / FILENAME).unlink(missing_ok=True)
     shutil.rmtree(Path(folder) / PARTS, ignore_errors=True)

@@ -1,29 +1,20 @@
 """One gsjax run over many processes, on JAX's multi-controller runtime (``jax.distributed``).
 
 Every process runs the same program (``gsjax run ... --coordinator HOST:PORT --num-processes N
---process-id I``, or under a cluster manager JAX detects, such as SLURM). After
-:func:`start`, ``jax.devices()`` lists the devices of every process and :mod:`gsjax.runner`
-shards the seed axis over one global mesh of them: each process steps its block of seeds on
-its own devices, the compiled program is the same everywhere, and on CPU the collectives go
-through gloo. Per-seed keys come from global seed ids, so a run over N processes gives a
-single-process run's numbers bit for bit on CPU.
+--process-id I``, or under a cluster manager JAX detects, such as SLURM). After :func:`start`,
+:mod:`gsjax.runner` shards the seed axis over one global mesh of every process's devices;
+per-seed keys come from global seed ids, so N processes give a single-process run's numbers.
 
-Host copies (:func:`host`) gather a sharded array onto every process; process 0 is the only
-writer of the run folder (:func:`is_writer`): its checkpoints hold the whole carry in global
-seed order, so a restart over any number of processes resumes them (the seeds are placed
-anew), and the checkpoint a restart reads is sent from process 0 to the others
-(:func:`from_writer`), so only process 0 needs the folder. At start-up every process publishes
-its config hash, seed range, chunk size and code version; a difference is refused on every
-process with one line (:func:`agree`).
+Process 0 alone writes the run folder (:func:`is_writer`): its checkpoints hold the whole carry
+in global seed order (any process count resumes them), and a restart's checkpoint is sent to
+the others (:func:`from_writer`). At start-up the processes' config hash, seed range, chunk size
+and code version must agree (:func:`agree`).
 
 Faults: a thread in every process (:class:`Watchdog`) bumps a counter in the coordination
-service's key-value store every ``heartbeat / 10`` seconds and watches the others'. A process
-whose counter stops for ``heartbeat`` seconds (killed, lost with its host, stopped) or that
-posts an error makes every other process print one line naming it and exit with status
-:data:`LOST` (4); the last checkpoint stays in the run folder and the same command resumes it.
-JAX's own heartbeat (which aborts the process with a multi-line log) is set longer than ours, as
-a backstop. A process that dies while holding the coordination service (process 0) takes the
-service with it: the others are then stopped by JAX at once, with JAX's message.
+service every ``heartbeat / 10`` seconds and watches the others'. A process whose counter stops
+for ``heartbeat`` seconds or that posts an error makes every other one print one line naming it
+and exit with status :data:`LOST` (4); the same command then resumes the last checkpoint. JAX's
+own heartbeat is set longer, as a backstop (and stops the others at once if process 0 dies).
 """
 
 from __future__ import annotations
@@ -64,15 +55,10 @@ HOST_DEVICES_ENV = "GSJAX_HOST_DEVICES"
 
 def use_host_cores() -> int | None:
     """Give JAX's CPU platform one device per core (or :data:`HOST_DEVICES_ENV`'s count), so a
-    single-process sweep on CPU splits its seeds over the cores as it does over several
-    devices (the same numbers bit for bit, ``tests/test_multidevice.py``). XLA's own
-    multi-threading of one device gains nothing on the round's small kernels; two devices ran
-    the Section 7.2 sweeps 1.3-1.9x faster on 2 cores (``benchmarks/RESULTS.md``).
-
-    Left alone (``None``) when ``XLA_FLAGS`` fixes the device count, when JAX's
-    ``jax_num_cpu_devices`` is set, or once JAX has started its backends (the count is fixed
-    then); returns the count set otherwise. Call before anything touches JAX's devices, and not
-    in a multi-process run (its processes place their devices themselves)."""
+    single-process sweep splits its seeds over the cores (same numbers; 1.3-1.9x faster on 2
+    cores, ``benchmarks/RESULTS.md``). Returns the count set, or ``None`` when ``XLA_FLAGS`` or
+    ``jax_num_cpu_devices`` fixes it or JAX's backends have started. Call before anything
+    touches JAX's devices, and not in a multi-process run."""
     want = os.environ.get(HOST_DEVICES_ENV, "auto").strip()
     if want != "auto" and not (want.isdigit() and int(want) >= 1):
         raise Refused(f"{HOST_DEVICES_ENV}: expected 'auto' or a count >= 1, got {want!r}")
@@ -111,15 +97,13 @@ def meta() -> dict:
     return {} if _current is None else {"processes": _current.num_processes}
 
 
-#: The cluster managers whose jobs are detected (by ``jax.distributed``'s own detection): those
-#: it reads from environment variables alone. Others (Kubernetes, Cloud TPU, which query a
-#: service to detect) take the flags, so that a plain ``gsjax run`` never queries anything.
+#: The cluster managers detected (by ``jax.distributed``): those read from environment variables
+#: alone, so that a plain ``gsjax run`` never queries a service.
 DETECTED = ("slurm", "ompi")
 
 
 def _detected_env():
-    """``jax.distributed``'s description of the cluster job this process is in (one of
-    :data:`DETECTED`), or None."""
+    """``jax.distributed``'s description of this process's cluster job (:data:`DETECTED`)."""
     try:
         from jax._src import clusters
     except ImportError:  # a JAX without the detection: flags only
@@ -164,11 +148,9 @@ class Session:
         return _PREFIX + "/".join(str(p) for p in parts)
 
     def finish(self, rc: int, message: str | None = None, everywhere: bool = False) -> int:
-        """End this process's part: on success (or a failure ``everywhere``, which every
-        process met alike: a refusal at start-up, non-finite feedback) wait for every process
-        to get here too (process 0 writes last), then shut JAX's runtime down; on a failure of
-        its own tell the others (``message``) and leave at once, without JAX's shutdown
-        barrier. Returns the exit status."""
+        """End this process's part and return ``rc``: on success (or a failure met
+        ``everywhere`` alike) wait for every process, then shut JAX's runtime down; on a failure
+        of its own tell the others (``message``) and leave at once."""
         if rc == 0 or everywhere:
             self.client.key_value_set(self.key("done", self.process_id), "0")
             for j in range(self.num_processes):
@@ -187,15 +169,14 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     """Join a multi-process run; None for a run of one process (nothing to join).
 
     ``coordinator`` (``HOST:PORT`` of process 0), ``num_processes`` and ``process_id``: all
-    three, or none to take them from a cluster manager ``jax.distributed`` detects (a detected
-    run of one process stays a plain run). ``heartbeat``: seconds without a sign of life after
-    which a process counts as lost. Call before anything touches JAX's devices.
+    three, or none to take them from a detected cluster manager. ``heartbeat``: seconds without
+    a sign of life after which a process counts as lost. Call before JAX touches its devices.
     """
     global _current
     given = [v is not None for v in (coordinator, num_processes, process_id)]
     if any(given) and not all(given):
-        missing = [f for f, g in zip(("--coordinator", "--num-processes", "--process-id"), given)
-                   if not g][0]
+        missing = next(f for f, g in zip(("--coordinator", "--num-processes", "--process-id"),
+                                         given) if not g)
         raise Refused(f"{missing}: needed with the other multi-process flags (--coordinator, "
                       "--num-processes, --process-id: give all three)")
     if heartbeat <= 0:
@@ -216,8 +197,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
                   "process_id": process_id}
     if _current is not None:
         raise RuntimeError("gsjax.distributed.start: already started in this process")
-    # JAX's heartbeat aborts a process (with a multi-line log) when another is lost: ours
-    # (the Watchdog) must come first, so JAX's is longer.
+    # JAX's heartbeat (an abort with a multi-line log) must come after our Watchdog's
     jax.distributed.initialize(**kwargs, heartbeat_timeout_seconds=int(3 * heartbeat + 30))
     from jax._src import distributed as _jd
 
@@ -233,9 +213,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
 @contextlib.contextmanager
 def flush_before_exit(flush):
     """While the block runs, ``flush()`` is called before this process leaves because another
-    was lost or failed (:data:`LOST`, an ``os._exit``): the checkpoint writer's write in flight
-    lands instead of being cut off (the others' loss is seen ``heartbeat`` seconds after it,
-    and a slow disk can take longer than that to write the chunk before)."""
+    was lost or failed (:data:`LOST`, an ``os._exit``), so a checkpoint write in flight lands."""
     _flushes.append(flush)
     try:
         yield
@@ -244,17 +222,18 @@ def flush_before_exit(flush):
 
 
 def _exit(rc: int) -> None:
-    for flush in list(_flushes):
-        try:
+    streams = (sys.stdout, sys.stderr)
+    for flush in [*_flushes, *(getattr(stream, "flush", None) for stream in streams)]:
+        with contextlib.suppress(Exception):  # leaving anyway; the previous checkpoint stays
             flush()
-        except Exception:  # noqa: BLE001 -- leaving anyway; the previous checkpoint stays
-            pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 -- a closed stream: nothing more to say
-            pass
     os._exit(rc)
+
+
+def _silent(seen: dict, j: int, beat, now: float) -> float:
+    """Seconds since process ``j``'s beat (now ``beat``) last changed; ``seen`` remembers."""
+    if j not in seen or seen[j][0] != beat:
+        seen[j] = (beat, now)
+    return now - seen[j][1]
 
 
 class Watchdog(threading.Thread):
@@ -272,9 +251,8 @@ class Watchdog(threading.Thread):
         self.join(timeout=5 * self.interval)
 
     def fail(self, message: str) -> None:
-        """This process failed: say so to the others; process 0 (which holds the coordination
-        service) waits until they are gone or the heartbeat runs out, so that they stop on our
-        line rather than on JAX's abort."""
+        """This process failed: say so to the others; process 0 (the coordination service)
+        waits until they are gone, so that they stop on our line rather than on JAX's abort."""
         self._failing.set()
         s = self.s
         try:
@@ -294,16 +272,10 @@ class Watchdog(threading.Thread):
                 gone = dict(s.client.key_value_dir_get(s.key("gone") + "/"))
             except Exception:  # noqa: BLE001
                 return
-            now, alive = time.monotonic(), 0
-            for j in range(1, s.num_processes):
-                if s.key("gone", j) in gone:
-                    continue
-                v = beats.get(s.key("beat", j))
-                if j not in seen or seen[j][0] != v:
-                    seen[j] = (v, now)
-                if now - seen[j][1] < 3 * self.interval:
-                    alive += 1
-            if not alive:
+            now = time.monotonic()
+            silent = [_silent(seen, j, beats.get(s.key("beat", j)), now)
+                      for j in range(1, s.num_processes) if s.key("gone", j) not in gone]
+            if not any(x < 3 * self.interval for x in silent):
                 return
             time.sleep(self.interval)
 
@@ -314,10 +286,8 @@ class Watchdog(threading.Thread):
         s = self.s
         print(f"error: {line}; stopping process {s.process_id}{s.lost_hint}", file=sys.stderr,
               flush=True)
-        try:
+        with contextlib.suppress(Exception):
             s.client.key_value_set(s.key("gone", s.process_id), "1")
-        except Exception:  # noqa: BLE001
-            pass
         if s.process_id == 0:
             self._failing.set()
             self._wait_others_gone()
@@ -352,10 +322,7 @@ class Watchdog(threading.Thread):
                 if msg is not None:
                     self._lost(f"process {j} of {s.num_processes} stopped with an error: {msg}")
                     return
-                v = beats.get(s.key("beat", j))
-                if j not in seen or seen[j][0] != v:
-                    seen[j] = (v, now)
-                elif now - seen[j][1] > s.heartbeat:
+                if _silent(seen, j, beats.get(s.key("beat", j)), now) > s.heartbeat:
                     self._lost(f"process {j} of {s.num_processes} stopped responding (no "
                                f"heartbeat for {s.heartbeat:g} s)")
                     return
@@ -363,8 +330,7 @@ class Watchdog(threading.Thread):
 
 def host(tree):
     """Host (NumPy) copies of a pytree of arrays; an array spread over several processes is
-    gathered first, onto every process (a collective: every process calls this in the same
-    order). One process: ``jax.device_get``."""
+    gathered onto every process first (a collective: every process calls this alike)."""
     if jax.process_count() == 1:
         return jax.device_get(tree)
     from jax.experimental import multihost_utils
@@ -380,9 +346,8 @@ def host(tree):
 
 
 def place(tree, sharding):
-    """``jax.device_put(tree, sharding)`` where ``sharding`` (one for every leaf, or a tree of
-    them) may span several processes: then every process holds the whole value (the same
-    everywhere) and puts its own shards on its devices (typed PRNG keys through their data)."""
+    """``jax.device_put(tree, sharding)`` where ``sharding`` (one, or a tree of them) may span
+    several processes, each holding the whole value and putting its own shards."""
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
     if isinstance(sharding, jax.sharding.Sharding):
@@ -415,10 +380,9 @@ _NAMES = {"config_hash": "config hash", "seed_start": "first seed", "chunk": "--
 
 def agree(session: Session | None, identity: dict, error: str | None = None,
           timeout: float = 600.0) -> None:
-    """Every process's ``identity`` (config hash, seed range, chunk, buffer, code version: JSON
-    values) and ``error`` (its refusal of the run, one line, or None) are exchanged; raises
-    :class:`Refused` on every process, with the same line, when a process refused or differs
-    from process 0. Nothing happens without a session."""
+    """Exchange every process's ``identity`` (JSON values: config hash, seed range, chunk,
+    buffer, code version) and ``error`` (its refusal, one line, or None); raise :class:`Refused`
+    on every process alike when one refused or differs from process 0. No session: nothing."""
     if session is None:
         return
     c = session.client

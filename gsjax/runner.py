@@ -1,32 +1,21 @@
 """Run an algorithm on a problem: one ``lax.scan`` per run, ``vmap`` over seeds.
 
-Keys (DESIGN section 3): seed ``i`` uses ``fold_in(root, i)`` for its GLOBAL id ``i``; round
-``t = 1..T`` uses ``key_t = fold_in(seed_key, t)`` and ``init`` uses ``fold_in(seed_key, 0)``.
-Inside a round, the environment reads :func:`gsjax.problem.round_draws`: Philox normals keyed
-by the seed key's two words with the round in the counter (and ``fold_in(key_t, 0)`` where an
-environment samples with ``jax.random``); ``fold_in(key_t, 1)`` is the ``act`` key and
-``fold_in(key_t, 2)`` the ``update`` key. A seed's run is therefore the same in a batch of 1, 4
-or 1000 seeds, and the same whatever rounds are run in a call. Keys nobody reads (a vertex
-solver takes none) are dropped by XLA.
+Keys (DESIGN section 3): seed ``i`` uses ``fold_in(root, i)`` for its GLOBAL id ``i``; ``init``
+uses ``fold_in(seed_key, 0)``, round ``t = 1..T`` ``key_t = fold_in(seed_key, t)``. The
+environment reads :func:`gsjax.problem.round_draws` (Philox normals keyed by the seed key with
+the round in the counter; ``fold_in(key_t, 0)`` for ``jax.random``); ``fold_in(key_t, 1)`` is
+the ``act`` key, ``fold_in(key_t, 2)`` the ``update`` key. A seed's run is thus the same in any
+batch of seeds and whatever rounds a call runs. Programs are compiled with
+:func:`gsjax.xla.compiler_options` (:func:`gsjax.xla.jit`, re-exported here, and :func:`drive`).
 
-Top-level programs are compiled with :func:`gsjax.xla.compiler_options` (:func:`gsjax.xla.jit`,
-re-exported here, and :func:`drive`; on CPU, XLA's YNNPACK fusions and its newer fusion
-emitters off).
+Outputs are reduced on device: totals over the run (:class:`RunTotals`) and, every
+``record_every`` rounds, cumulative curves and the played state (:class:`Records`). Round
+``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` (``s_0`` the problem's start); a
+criterion "changes" when a coordinate of its scope takes a new value, whatever triggered it.
 
-Per-round outputs are reduced on device: totals over the run (:class:`RunTotals`) and, every
-``record_every`` rounds, the cumulative curves and the played state (:class:`Records`). With
-``record_every = 1`` every round is kept: the action, and (by differencing the cumulative
-arrays) the round's prediction regret, movement cost, which criteria triggered, were updated and
-changed value; the coordinates that changed are where consecutive actions differ.
-Round ``t``'s movement is ``move_cost * ||s_t - s_{t-1}||_1`` with ``s_0`` the problem's start,
-so the first move is charged like any other. A criterion's "change" in round ``t`` means some
-coordinate of its scope took a new value (``s_t != s_{t-1}``), whatever triggered it.
-
-The round is written once (:func:`_round_fn`): for one seed, which under ``vmap`` is the
-reference form (:func:`advance`), and for a batch of seeds stepped together that solves only the
-seeds that re-optimise (:func:`advance_compact`). The loop is shared with
-:mod:`gsjax.oco.runner`: record blocks (:func:`scan_blocks`), padded and sharded seeds
-(:func:`seed_batch`), chunks with the non-finite check and checkpoints (:func:`drive`).
+The round is written once (:func:`_round_fn`): per seed (under ``vmap`` the reference form,
+:func:`advance`) and for a batch that solves only the seeds that re-optimise
+(:func:`advance_compact`). The loop is shared with :mod:`gsjax.oco.runner`.
 """
 
 from __future__ import annotations
@@ -54,8 +43,7 @@ __all__ = [
     "seed_keys", "init_carry", "carry_record", "advance", "advance_compact", "run", "make_chunked",
     "make_sweep", "sweep", "auto_chunk", "check_rounds", "check_chunk", "scan_blocks",
     "seed_batch", "unpad", "drive", "jit", "compiler_options", "COMPILER_OPTIONS",
-    "default_cache_dir",
-    "use_compilation_cache",
+    "default_cache_dir", "use_compilation_cache",
 ]
 
 
@@ -70,19 +58,15 @@ def default_cache_dir() -> Path | None:
 
 def use_compilation_cache(directory) -> str | None:
     """Turn on JAX's persistent compilation cache in ``directory`` (created) and return its
-    path; ``None`` leaves the cache as it is. A cache the user configured for JAX already
-    (``JAX_COMPILATION_CACHE_DIR``) is kept. A program compiled once is then loaded from disk
-    by later processes (``benchmarks/run.py`` measures the warm compile)."""
+    path; ``None`` leaves the cache as it is, and a cache JAX already has is kept."""
     if directory is None:
         return None
-    current = jax.config.jax_compilation_cache_dir
-    if current:
+    if current := jax.config.jax_compilation_cache_dir:
         return current
     path = Path(directory).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
-    # every program, not only those that took over a second to compile: which programs are
-    # cached does not then depend on the machine's load
+    # every program: which ones are cached must not depend on the machine's load
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return str(path)
 
@@ -130,9 +114,8 @@ def _accumulate(structure: Structure, tot: RunTotals, problem: Problem, action, 
         triggers=tot.triggers + info.triggered.astype(jnp.int32),
         reoptimisations=tot.reoptimisations + info.reoptimised.astype(tot.reoptimisations.dtype),
         max_lcb_residual=jnp.maximum(tot.max_lcb_residual, info.lcb_residual),
-        first_nonfinite=jnp.where(
-            (tot.first_nonfinite == 0) & bad, jnp.asarray(t, jnp.int32), tot.first_nonfinite
-        ),
+        first_nonfinite=jnp.where((tot.first_nonfinite == 0) & bad, jnp.asarray(t, jnp.int32),
+                                  tot.first_nonfinite),
     )
 
 
@@ -155,15 +138,10 @@ def check_rounds(value, name: str, where: str) -> int:
 
 def scan_blocks(round_fn, record_fn, carry, num_rounds: int, record_every: int, t0=0,
                 checkpoint: bool = False):
-    """Rounds ``t0+1 .. t0+num_rounds``: outer scan over record blocks, inner scan over rounds.
-
-    ``round_fn(carry, t) -> carry`` plays round ``t``; ``record_fn(carry)`` is kept at the end
-    of every block of ``record_every`` rounds (leading axis ``num_rounds / record_every``).
-    Nothing is kept per round, so memory does not grow with ``record_every``. ``t0`` may be
-    traced, so one compiled chunk serves every chunk of a long run. ``checkpoint``: each block
-    is ``jax.checkpoint``-ed, so reverse mode keeps the carries at block boundaries plus one
-    block's residuals.
-    """
+    """Rounds ``t0+1 .. t0+num_rounds`` (``t0`` may be traced): a scan over record blocks of
+    a scan over rounds. ``round_fn(carry, t) -> carry``; ``record_fn(carry)`` is kept at the end
+    of every block of ``record_every`` rounds. ``checkpoint``: each block is
+    ``jax.checkpoint``-ed (reverse mode keeps block-boundary carries plus one block)."""
     check_rounds(num_rounds, "num_rounds", "runner")
     check_rounds(record_every, "record_every", "runner")
     if num_rounds % record_every:
@@ -182,8 +160,7 @@ def scan_blocks(round_fn, record_fn, carry, num_rounds: int, record_every: int, 
 
 
 def carry_record(carry: Carry) -> Records:
-    """A bandit record: the cumulative totals and the state played (the carry's ``s_prev``).
-    Fields of the carry only, so a record's shapes follow from the carry's."""
+    """A bandit record: the cumulative totals and the state played (the carry's ``s_prev``)."""
     tot = carry.totals
     return Records(cum_regret=tot.prediction_regret, cum_movement=tot.movement_cost,
                    cum_updates=tot.updates, cum_changes=tot.changes, cum_triggers=tot.triggers,
@@ -192,50 +169,34 @@ def carry_record(carry: Carry) -> Records:
 
 def init_carry(seed_key, algo: BanditAlgorithm, structure: Structure, problem: Problem,
                params: AgentParams) -> Carry:
-    """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)``.
-
-    The update counts of a relaxed algorithm are probabilities, so floats.
-    """
+    """The carry before round 1 of one seed: ``init`` with key ``fold_in(seed_key, 0)`` (a
+    relaxed algorithm's update counts are probabilities, so floats)."""
     state = algo.init(jax.random.fold_in(seed_key, 0), params, problem)
     dtype, k = problem.dtype, structure.num_criteria
     counts = dtype if algo.relaxed else jnp.int32
     zero_i = jnp.zeros((k,), jnp.int32)
     totals = RunTotals(
-        prediction_regret=jnp.zeros((), dtype),
-        movement_cost=jnp.zeros((), dtype),
-        updates=jnp.zeros((k,), counts),
-        changes=zero_i,
-        triggers=zero_i,
-        reoptimisations=jnp.zeros((), counts),
-        max_lcb_residual=jnp.zeros((), dtype),
+        prediction_regret=jnp.zeros((), dtype), movement_cost=jnp.zeros((), dtype),
+        updates=jnp.zeros((k,), counts), changes=zero_i, triggers=zero_i,
+        reoptimisations=jnp.zeros((), counts), max_lcb_residual=jnp.zeros((), dtype),
         first_nonfinite=jnp.zeros((), jnp.int32),
     )
     return Carry(state, problem.s0, totals)
 
 
-#: Up to this many seeds a device (float32 integers are exact to 2^24), a round whose requests
-#: fit one buffer finds them with ``top_k``; beyond, and in fuller rounds, ``jnp.nonzero``.
+#: Up to this many seeds a device (float32 ranks exact), a round whose requests fit one buffer
+#: finds them with ``top_k``; beyond, ``jnp.nonzero``.
 TOP_K_SEEDS = 2**24
 
 
 def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int,
                      exact: bool = False):
-    """Solve only the seeds whose request asks for it, ``buffer`` seeds at a time.
-
-    ``solve`` is ``algo.solve`` vmapped over seeds. The seeds that re-optimise are gathered
-    into a fixed-size buffer, solved with a ``vmap`` of the buffer's width, and scattered back;
-    a ``while_loop`` runs ``ceil(count / buffer)`` such chunks, so the round costs what its
-    triggers cost, not ``seeds x solver``. The chunks' seeds, in seed order: in a round whose
-    requests fit one buffer (most rounds), one ``top_k`` over the seeds' ranks; otherwise
-    ``jnp.nonzero`` with a static size (~15 kernels on CPU, and the only way beyond
-    :data:`TOP_K_SEEDS` seeds, where float32 ranks stop being exact). Per seed the solver sees
-    exactly the inputs of the ``where`` form (:func:`run`), so results are the same.
-    ``exact``: the solver's residual is always 0, and is not scattered.
-    """
+    """``solve`` (vmapped) on the seeds whose request asks for it, gathered ``buffer`` at a time
+    (``top_k`` when they fit one buffer, else ``jnp.nonzero``) and scattered back, so a round
+    costs what its triggers cost. ``exact``: the residual is 0, not scattered."""
     mask = requests.reoptimise
     num = mask.shape[0]
     num_chunks = (jnp.sum(mask.astype(jnp.int32)) + buffer - 1) // buffer
-    dtype = states.s.dtype
     padded = -(-num // buffer) * buffer
 
     def all_requests():
@@ -253,8 +214,7 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
     else:
         idx_all = all_requests()
 
-    def chunk_seeds(c):
-        """Seed ids of chunk ``c``, padded with ``num``."""
+    def chunk_seeds(c):  # seed ids of chunk c, padded with num
         nth = lambda: jax.lax.dynamic_slice(idx_all, (c * buffer,), (buffer,))  # noqa: E731
         return jax.lax.cond(fits, one_buffer, nth) if ranked else nth()
 
@@ -270,20 +230,13 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
         s_out = s_out.at[idx].set(s_b, mode="drop")
         return s_out, r_out if exact else r_out.at[idx].set(r_b, mode="drop")
 
-    init = (states.s, jnp.zeros((num,), dtype))
-    return jax.lax.fori_loop(0, num_chunks, body, init)
+    return jax.lax.fori_loop(0, num_chunks, body, (states.s, jnp.zeros((num,), states.s.dtype)))
 
 
 def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move_cost, keys,
               buffer: int | None = None, pax=None):
-    """The round, ``(carry, t) -> carry`` for round ``t``, written once for both forms.
-
-    ``buffer=None``: one seed (``keys`` its key), ``algo.update`` re-optimising under its own
-    ``cond``; under ``vmap`` this is the reference ``where`` form. Otherwise the batch of seeds
-    ``keys`` (S,) stepped together (problem axis ``pax``): every step is vmapped over the
-    seeds, and ``update`` is ``prepare`` followed by ``solve`` for the seeds that ask for it
-    only, ``buffer`` at a time (:func:`_solve_compacted`). The keys are the module docstring's.
-    """
+    """The round ``(carry, t) -> carry`` of one seed (``buffer=None``) or of the seeds ``keys``
+    stepped together (problem axis ``pax``), solving those that ask (:func:`_solve_compacted`)."""
     if buffer is None:
         lift = lambda f, *axes: f  # noqa: E731
         update = algo.update
@@ -305,8 +258,7 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
     fold = lift(jax.random.fold_in, 0, None)
     draws = lift(round_draws, 0, None)
     act = lift(algo.act, 0, 0, None, pax)
-    # the round counter stays one scalar for the batch: the normals' one-trip loop is then
-    # not batched (a batched loop costs a reduce and selects a round)
+    # the round counter stays one scalar for the batch (a batched normals loop costs more)
     see = lift(lambda d, prob, s: observe(d, structure, prob, s), Draws(0, None, 0), pax, 0)
     accumulate = lift(lambda *a: _accumulate(structure, *a), 0, pax, 0, 0, 0, 0, None, None)
 
@@ -335,50 +287,31 @@ def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorit
                     structure: Structure, problem: Problem, params: AgentParams, move_cost,
                     num_rounds: int, record_every: int = 1, buffer: int = 8,
                     problem_per_seed: bool = False) -> tuple[Carry, Records]:
-    """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger.
-
-    Same keys, same per-seed arithmetic and same results as ``vmap(advance)``; the cost of a
-    round follows the number of seeds that re-optimise in it (DESIGN section 4). The round loop
-    is a ``lax.scan`` outside the seed axis, with a data-dependent ``while_loop`` over solver
-    chunks inside: not reverse-mode differentiable (use :func:`advance` for gradients).
-    Records are round-major, ``(R, S, ...)``, as the scan stacks them: a seed-first copy
-    would be a transpose of the whole record buffer at the end of the program;
-    :func:`drive` turns them seed-first on the host.
-    """
+    """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger:
+    the results of ``vmap(advance)`` (not reverse-mode differentiable); records round-major,
+    ``(R, S, ...)``."""
     pax = seed_axes(problem, problem_per_seed)
     round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
     return scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
 
 
-def run(
-    seed_key: jax.Array,
-    algo: BanditAlgorithm,
-    structure: Structure,
-    problem: Problem,
-    params: AgentParams,
-    move_cost,
-    horizon: int,
-    record_every: int = 1,
-) -> tuple[BanditState, RunTotals, Records]:
+def run(seed_key: jax.Array, algo: BanditAlgorithm, structure: Structure, problem: Problem,
+        params: AgentParams, move_cost, horizon: int, record_every: int = 1,
+        ) -> tuple[BanditState, RunTotals, Records]:
     """One seed (key ``fold_in(root, seed_id)``), ``horizon`` rounds (static, a multiple of
     ``record_every``), as nested ``lax.scan``s: ``(final_state, totals, records)``.
     ``move_cost`` is the movement weight ``lambda`` of the regret."""
     check_rounds(horizon, "horizon", "run")
     check_rounds(record_every, "record_every", "run")
     carry = init_carry(seed_key, algo, structure, problem, params)
-    carry, records = advance(
-        carry, 0, seed_key, algo, structure, problem, params, move_cost, horizon, record_every
-    )
+    carry, records = advance(carry, 0, seed_key, algo, structure, problem, params, move_cost,
+                             horizon, record_every)
     return carry.state, carry.totals, records
 
 
 def _by_seed(spec: PartitionSpec) -> NamedSharding:
-    """``spec`` on a 1-D mesh ``("seeds",)`` over every device (of every process, in a
-    multi-process run: :mod:`gsjax.distributed`).
-
-    Auto axis: jit decides the partitioning (newer JAX defaults make_mesh to Explicit axes,
-    under which vmap refuses operands with different shardings).
-    """
+    """``spec`` on a mesh ``("seeds",)`` over every device (of every process); an Auto axis, as
+    vmap refuses operands of different shardings on Explicit ones."""
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
                          axis_types=(jax.sharding.AxisType.Auto,))
     return NamedSharding(mesh, spec)
@@ -390,10 +323,8 @@ class NonFiniteFeedback(FloatingPointError):
     def __init__(self, seed_id: int, round_: int, grid_point: int | None = None):
         self.seed_id, self.round, self.grid_point = seed_id, round_, grid_point
         where = f" at grid point {grid_point}" if grid_point is not None else ""
-        super().__init__(
-            f"non-finite feedback (NaN or inf) from the environment for seed {seed_id}{where} "
-            f"in round {round_}"
-        )
+        super().__init__(f"non-finite feedback (NaN or inf) from the environment for seed "
+                         f"{seed_id}{where} in round {round_}")
 
 
 class SweepResult(NamedTuple):
@@ -417,9 +348,7 @@ def _check_finite(first_bad: np.ndarray, seed_ids, grid: bool) -> None:
 
 
 #: The least work (seed-criterion-rounds) :func:`auto_chunk` gives a chunk: ~0.1 s of the
-#: Section 7.2 round on 2 CPU cores, where each chunk costs ~3 ms of host work and dispatch
-#: (a default of 20 chunks ran `gsjax run section7_2 --seeds 1024 --horizon 2000` 1.2x slower
-#: than 4; benchmarks/RESULTS.md, "fewer, longer chunks").
+#: Section 7.2 round on 2 CPU cores, against ~3 ms of host work per chunk (RESULTS.md).
 MIN_CHUNK_WORK = 1e7
 
 
@@ -442,23 +371,15 @@ def auto_chunk(horizon: int, record_every: int, max_chunks: int = 20,
 def make_chunked(algo: BanditAlgorithm, structure: Structure, chunk_rounds: int,
                  record_every: int = 1, problem_per_seed: bool = False, compact: bool = False,
                  buffer: int = 8, grid: bool = False, shard: bool = False):
-    """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk; the same objects for
-    the same arguments (the last few kept), so that :func:`drive` reuses their compiled
-    programs: sweeps of one algorithm object with other traced params (lazy, lazy_own and
-    async_lazy of one config, :func:`gsjax.experiment.build`) trace and compile once.
+    """Jitted ``(init_fn, chunk_fn)`` for running a sweep chunk by chunk, the same objects for
+    the same arguments (the last few kept) so that :func:`drive` reuses their programs.
 
     ``init_fn(keys, problem, params) -> carry`` and
     ``chunk_fn(carry, t0, keys, problem, params, move_cost) -> (carry, records)`` for rounds
-    ``t0+1 .. t0+chunk_rounds``; ``t0`` is traced, so ONE compiled ``chunk_fn`` serves every
-    chunk. Keys come from the round index, so any chunking gives the unchunked numbers. The
-    records are round-major, ``(R, S, ...)`` (``(R, G, S, ...)`` under a grid), as the round
-    scan stacks them (:func:`advance_compact`); :func:`drive` makes them seed-first.
-
-    ``shard`` (the seeds split over every device, :func:`seed_batch`): a compacted chunk runs
-    under ``shard_map``, each device compacting and solving its own seeds (``buffer`` per
-    device). Seeds do not interact, so this is the same per-seed arithmetic with no traffic
-    between devices; left to jit's partitioner, the gather of the re-optimising seeds crossed
-    devices (section7_2 lazy, 1024 seeds, 2 CPU devices: 3.4x slower than one device).
+    ``t0+1 .. t0+chunk_rounds`` (``t0`` traced: one program serves every chunk); records
+    round-major, ``(R, S, ...)`` or ``(R, G, S, ...)`` under a grid. ``shard``: a compacted
+    chunk runs under ``shard_map``, each device compacting its own seeds (``buffer`` per
+    device) with no traffic between devices.
     """
     check_rounds(chunk_rounds, "chunk_rounds", "make_chunked")
     check_rounds(record_every, "record_every", "make_chunked")
@@ -481,10 +402,8 @@ def _chunked(algo, structure, chunk_rounds, record_every, problem_per_seed, comp
     if compact:
 
         def chunk(carry, t0, keys, problem, params, move_cost):
-            return advance_compact(
-                carry, t0, keys, algo, structure, problem, params, move_cost, chunk_rounds,
-                record_every, buffer, problem_per_seed,
-            )
+            return advance_compact(carry, t0, keys, algo, structure, problem, params, move_cost,
+                                   chunk_rounds, record_every, buffer, problem_per_seed)
 
     else:
 
@@ -503,9 +422,8 @@ def _chunked(algo, structure, chunk_rounds, record_every, problem_per_seed, comp
 
 
 def _problem_layout(problem: Problem, per_seed: bool, by_seed, shared):
-    """Where ``problem`` lives on the seed mesh: ``shared`` for a shared problem and for the
-    fields a per-seed problem keeps once, ``by_seed`` for its per-seed fields (shardings or
-    partition specs alike)."""
+    """``problem``'s layout on the seed mesh: ``by_seed`` for its per-seed fields, ``shared``
+    for the others (shardings or partition specs alike)."""
     if not per_seed:
         return shared
     return Problem(*(jax.tree_util.tree_map(lambda _, ax=ax: shared if ax is None else by_seed, v)
@@ -513,8 +431,7 @@ def _problem_layout(problem: Problem, per_seed: bool, by_seed, shared):
 
 
 def _per_device(chunk, problem_per_seed: bool, grid: bool):
-    """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds (records
-    round-major, :func:`make_chunked`)."""
+    """``chunk`` under ``shard_map`` over the seed mesh: each device its own seeds."""
     seeds = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
     rec = PartitionSpec(None, None, "seeds") if grid else PartitionSpec(None, "seeds")
     by_seed, shared = PartitionSpec("seeds"), PartitionSpec()
@@ -532,19 +449,11 @@ def _per_device(chunk, problem_per_seed: bool, grid: bool):
 
 def make_sweep(algo: BanditAlgorithm, structure: Structure, horizon: int, record_every: int = 1,
                **options):
-    """A jitted sweep over seed keys (and over problems when drawn per seed); ``options``:
-    :func:`make_chunked`'s ``problem_per_seed``, ``compact``, ``buffer`` and ``grid``.
-
-    ``compact=False``: ``jit(vmap(run))``, the reference form (every seed runs the solver's
-    cost every round, the lazy ``cond`` becoming a select under ``vmap``).
-    ``compact=True``: :func:`advance_compact`, whose solver cost follows the triggers.
-    ``grid=True``: ``params`` and ``move_cost`` carry a leading grid axis ``G`` and the sweep
-    is ``vmap``-ed over it too, in the same compiled program; outputs are ``(G, S, ...)``.
-
-    The returned function is ``f(keys (S,), problem, params, move_cost) -> (totals, records)``.
-    Called with a single key, XLA compiles a size-1 ``vmap`` whose float results may differ in
-    the last bits from a larger batch's; :func:`sweep` pads that case.
-    """
+    """A jitted ``f(keys (S,), problem, params, move_cost) -> (totals, records)``; ``options``:
+    :func:`make_chunked`'s ``problem_per_seed``, ``compact`` (``False``: ``jit(vmap(run))``,
+    the reference form), ``buffer`` and ``grid`` (``params`` and ``move_cost`` with a leading
+    axis ``G``, outputs ``(G, S, ...)``). A single key's floats may differ in the last bits
+    from a larger batch's (:func:`sweep` pads it)."""
     init_fn, chunk_fn = make_chunked(algo, structure, horizon, record_every, **options)
     axis = 2 if options.get("grid") else 1  # records seed-first, as drive returns them
 
@@ -568,13 +477,9 @@ class SeedBatch(NamedTuple):
 
 def seed_batch(root_key, seed_ids, problem, problem_per_seed: bool = False,
                shard: bool | None = None) -> SeedBatch:
-    """Pad a sweep's seeds and place them (and a per-seed problem) on the devices.
-
-    At least two seeds (a size-1 ``vmap`` compiles differently, and its float results could
-    differ from the same seed's row in a larger batch in the last bits); sharded
-    (``shard=None``: when there are several devices), a multiple of the device count. The
-    padding repeats the first seed; :func:`unpad` drops it.
-    """
+    """Pad a sweep's seeds with copies of the first (:func:`unpad` drops them) to at least two
+    (a size-1 ``vmap`` compiles differently) and, sharded (``shard=None``: when there are
+    several devices), a multiple of the device count; place them (and a per-seed problem)."""
     seed_ids = jnp.asarray(seed_ids, jnp.uint32)
     num = seed_ids.shape[0]
     if num < 1:
@@ -619,8 +524,8 @@ def check_chunk(chunk_rounds, horizon: int, record_every: int) -> int:
 
 
 def _repad(x, size: int, num: int, axis: int):
-    """``x`` with ``size`` rows on its seed ``axis``: the first ``num`` (the real seeds) and
-    copies of the first (the padding of :func:`seed_batch`, whose runs are the first seed's)."""
+    """``x`` with ``size`` rows on its seed ``axis``: the ``num`` real seeds, then copies of the
+    first (:func:`seed_batch`'s padding)."""
     x = np.asarray(x)
     if x.ndim <= axis or x.shape[axis] == size:
         return x
@@ -636,8 +541,7 @@ _KEEP_PROGRAMS = 8
 
 def _compiled(fn, *args):
     """``fn.lower(*args).compile(compiler_options())``, kept for the same ``fn`` and argument
-    types: a second sweep of one program neither traces nor compiles again (its compile time
-    is then ~0)."""
+    types, so a second sweep of one program neither traces nor compiles."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
     key = (fn, treedef, tuple((jax.typeof(x), getattr(x, "sharding", None)) for x in leaves))
     try:
@@ -658,27 +562,20 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     """Run a sweep chunk by chunk: the loop every runner shares.
 
     ``init_fn(keys, problem, params) -> carry`` and ``chunk_fn(carry, t0, keys, problem,
-    params, *chunk_args) -> (carry, records)`` (jitted; rounds ``t0+1 .. t0+chunk_rounds``;
-    records round-major, ``(R, S, ...)`` or ``(R, G, S, ...)`` under a grid) are compiled
-    once; sharded, the carry keeps one sharding. After each chunk ``first_bad(carry)`` (first
-    non-finite round per seed, seed axis last) is checked (:class:`NonFiniteFeedback`), then
-    ``on_chunk(carry_leaves, rounds_done, chunk_records, seconds)`` gets host copies (the
-    chunk's records only, seed-first) and the ``(compile, run)`` seconds spent so far, and
-    ``progress(rounds_done, horizon)`` is called; ``start=(carry_leaves, rounds_done,
-    records_so_far[, seconds])`` continues there (the records so far as a list of pieces in
-    round order, e.g. the chunks' records; ``seconds``: those spent before, added to this
-    call's). Returns ``(carry, records, compile_seconds, run_seconds)``: host records
-    joined on the round axis (1, or 2 under a grid), padding seeds included; the seconds those
-    of the whole run, across resumes.
+    params, *chunk_args) -> (carry, records)`` (jitted, records round-major) are compiled once.
+    After each chunk ``first_bad(carry)`` (first non-finite round per seed, seed axis last) is
+    checked (:class:`NonFiniteFeedback`), then ``on_chunk(carry_leaves, rounds_done,
+    chunk_records, seconds)`` gets host copies (records seed-first) and the ``(compile, run)``
+    seconds so far, and ``progress(rounds_done, horizon)`` is called. ``start=(carry_leaves,
+    rounds_done, records_so_far[, seconds])`` resumes (records as pieces in round order).
+    Returns ``(carry, records, compile_seconds, run_seconds)``: host records joined on the
+    round axis (1, or 2 under a grid), padding included; seconds of the whole run.
     """
     keys, problem = batch.keys, batch.problem
     axis = 2 if grid else 1
     carry_shapes = jax.eval_shape(init_fn, keys, problem, params)
     if batch.shard:
-        # One sharding for the carry across chunks (its seed axis split): init returns it, a
-        # resumed carry is placed on it, and the chunk is compiled to take and return it (XLA
-        # is free to pick another for an unconstrained output, and a reused executable
-        # refuses it).
+        # One carry sharding across chunks: a reused executable refuses another one.
         spec = PartitionSpec(None, "seeds") if grid else PartitionSpec("seeds")
         c_shard = jax.tree_util.tree_map(lambda _: _by_seed(spec), carry_shapes)
         init_fn = jax.jit(init_fn, out_shardings=c_shard)
@@ -695,8 +592,7 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
         if done % chunk_rounds:
             raise ValueError(f"resuming at round {done}: chunk_rounds {chunk_rounds} must divide "
                              "it (use the chunk size of the interrupted run)")
-        # A checkpoint padded for another device count (its carry's shapes differ from this
-        # batch's): its real seeds, padded anew. Otherwise the leaves are used as they are.
+        # a checkpoint padded for another device count: its real seeds, padded anew
         want = [x.shape for x in jax.tree_util.tree_leaves(carry_shapes)]
         if [np.shape(x) for x in leaves] != want:
             size, seed_axis = batch.seed_ids.shape[0], axis - 1
@@ -714,23 +610,21 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     chunk_c = _compiled(chunk_fn, carry, jnp.int32(0), keys, problem, params, *chunk_args)
     t3 = time.perf_counter()
 
+    def spent(now):  # (compile, run) seconds of the whole run so far
+        return before[0] + (t1 - t0) + (t3 - t2), before[1] + (t2 - t1) + (now - t3)
+
     def finish(carry, rec, rounds):  # a finished chunk's host work
         _check_finite(np.asarray(distributed.host(first_bad(carry))), batch.seed_ids, grid)
-        # Seed-first on the host (a view): on the device it would be a transpose of the
-        # whole record buffer, ending the program.
+        # seed-first on the host (a view), not a transpose on the device
         pieces.append(jax.tree_util.tree_map(lambda a: np.moveaxis(a, 0, axis),
                                              distributed.host(rec)))
         if on_chunk is not None:
-            seconds = (before[0] + (t1 - t0) + (t3 - t2),
-                       before[1] + (t2 - t1) + (time.perf_counter() - t3))
             on_chunk(jax.tree_util.tree_leaves(distributed.host(carry)), rounds, pieces[-1],
-                     seconds)
+                     spent(time.perf_counter()))
         if progress is not None:
             progress(rounds, horizon)
 
-    # Pipelined: chunk i + 1 is dispatched (JAX runs it asynchronously) before chunk i's host
-    # work, so that work overlaps the computation instead of stalling it. A chunk whose
-    # feedback is not finite still raises before its checkpoint is written.
+    # Pipelined: chunk i + 1 is dispatched before chunk i's host work, which then overlaps it.
     finished = None
     for begin in range(done, horizon, chunk_rounds):
         carry, rec = chunk_c(carry, jnp.int32(begin), keys, problem, params, *chunk_args)
@@ -740,10 +634,9 @@ def drive(init_fn, chunk_fn, batch: SeedBatch, params, chunk_args: tuple, horizo
     if finished is not None:
         finish(*finished)
     carry = jax.block_until_ready(carry)
-    t4 = time.perf_counter()
+    seconds = spent(time.perf_counter())
     records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=axis), *pieces)
-    return (carry, records, before[0] + (t1 - t0) + (t3 - t2),
-            before[1] + (t2 - t1) + (t4 - t3))
+    return (carry, records, *seconds)
 
 
 def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Structure,
@@ -754,16 +647,13 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
     """Compile, run and time a seed sweep; compile time is reported apart from run time.
 
     The seeds are padded and, with ``shard`` (default: when there are several devices), split
-    over the devices by :func:`seed_batch`; keys depend only on global seed ids, so neither
-    changes a number. ``compact=None`` chooses :func:`advance_compact` for algorithms with a
-    ``prepare``/``solve`` split that do not re-optimise every round; ``buffer=None`` uses
-    ``max(2, seeds // 16)`` per device. ``grid=True``: ``params`` leaves and ``move_cost`` have
-    a leading grid axis; results are ``(G, S, ...)`` (see :func:`make_sweep`).
-
-    The rounds run chunk by chunk in :func:`drive`: ``chunk_rounds`` (default the whole
-    horizon) must divide ``horizon`` and be a multiple of ``record_every``; ``progress``,
-    ``on_chunk``/``start`` (checkpoint and resume, with an uninterrupted sweep's numbers) and
-    the :class:`NonFiniteFeedback` check naming the seed's global id and the round are its.
+    over the devices (:func:`seed_batch`); neither changes a number. ``compact=None`` chooses
+    :func:`advance_compact` for algorithms that do not re-optimise every round; ``buffer=None``
+    uses ``max(2, seeds // 16)`` per device. ``grid=True``: ``params`` leaves and ``move_cost``
+    have a leading grid axis; results are ``(G, S, ...)``. ``chunk_rounds`` (default the whole
+    horizon; it must divide ``horizon`` and be a multiple of ``record_every``), ``progress``,
+    ``on_chunk``/``start`` (checkpoint and resume) and :class:`NonFiniteFeedback` are
+    :func:`drive`'s.
     """
     check_rounds(horizon, "horizon", "sweep")
     check_rounds(record_every, "record_every", "sweep")
@@ -774,15 +664,12 @@ def sweep(root_key: jax.Array, seed_ids, algo: BanditAlgorithm, structure: Struc
     if buffer is None:
         buffer = max(2, per_device // 16)
     chunk_rounds = check_chunk(chunk_rounds, horizon, record_every)
-    init_fn, chunk_fn = make_chunked(
-        algo, structure, chunk_rounds, record_every, problem_per_seed, compact, buffer, grid,
-        batch.shard,
-    )
+    init_fn, chunk_fn = make_chunked(algo, structure, chunk_rounds, record_every,
+                                     problem_per_seed, compact, buffer, grid, batch.shard)
     move_cost = jnp.asarray(move_cost, problem.dtype)
     carry, records, compile_s, run_s = drive(
         init_fn, chunk_fn, batch, params, (move_cost,), horizon, chunk_rounds,
-        lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress,
-    )
+        lambda c: c.totals.first_nonfinite, grid, start, on_chunk, progress)
     totals = distributed.host(carry.totals)
     describe = jax.vmap(algo.describe, in_axes=(0, seed_axes(batch.problem, problem_per_seed)))
     if grid:

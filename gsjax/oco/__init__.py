@@ -10,17 +10,8 @@
   summaries, exponent fits, figures (``gsjax run configs/section6_*.toml``).
 """
 
-from gsjax.oco.algorithms import (
-    REGISTRY,
-    STEP_RULES,
-    OCOAlgorithm,
-    OCOInfo,
-    OCOParams,
-    OCOState,
-    make,
-    register,
-    step_size,
-)
+from gsjax.oco.algorithms import (REGISTRY, STEP_RULES, OCOAlgorithm, OCOInfo, OCOParams,
+                                  OCOState, make, register, step_size)
 from gsjax.oco.problem import OCOProblem, OCOSpec, make_problem
 
 __all__ = [

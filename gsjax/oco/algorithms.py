@@ -1,8 +1,8 @@
 r"""Projected OGD and Randomized Lazy OGD (paper Section 6.2, 6.4), as ``init/act/update``.
 
 Every algorithm keeps a *virtual* projected-OGD iterate ``w_t`` updated every round from the
-gradient at ``w_t`` (full information: ``f_t`` is revealed, so its gradient can be taken at any
-point), and a *deployed* state ``s_t``, the one played and charged for movement:
+gradient at ``w_t`` (full information), and a *deployed* state ``s_t``, played and charged for
+movement:
 
 * ``act`` (round ``t``): draw coins ``c_{t,i}``; component ``i`` deploys, ``s_{t,i} = w_{t,i}``,
   when ``c_{t,i} = 1``, else keeps ``s_{t-1,i}``;
@@ -14,30 +14,25 @@ point), and a *deployed* state ``s_t``, the one played and charged for movement:
 ``componentwise_lazy_ogd`` (Section 6.4): independent ``c_{t,i} = [u_{t,i} < p_i]``,
 ``p_i = M_i/T``, and a step size ``\eta_i`` per component.
 
-With ``p = 1`` every coin is 1 (``u < 1``), so Lazy OGD is plain OGD exactly, bit for bit.
-Comparing ``u`` with ``p`` couples the budgets: on one seed, a larger ``p`` deploys in every
-round a smaller one does (common random numbers across a budget sweep).
+With ``p = 1`` every coin is 1 (``u < 1``): Lazy OGD is plain OGD, bit for bit; on one seed a
+larger ``p`` deploys in every round a smaller one does (common random numbers).
 
-Step size (:func:`step_size`), the rule that sets ``\eta`` for the switching probability. The
-deployed state is the virtual iterate of the last deploy, ``\tau``; the gap ``t - \tau`` is
-geometric with mean ``(1-p)/p``, and ``\|w_t - w_\tau\| \le \eta G (t - \tau)``. With diameter
-``D`` and gradient bound ``G``,
+Step size (:func:`step_size`): the deployed state is the virtual iterate of the last deploy
+``\tau``, ``t - \tau`` is geometric with mean ``(1-p)/p`` and
+``\|w_t - w_\tau\| \le \eta G (t - \tau)``; with diameter ``D`` and gradient bound ``G``,
 
 .. math::
    E[\text{loss regret}] \le \underbrace{\frac{D^2}{2\eta} + \frac{\eta G^2 T}{2}}_{\text{OGD on } w}
    + \underbrace{\eta G^2 T \frac{1-p}{p}}_{\text{coupling } f_t(s_t) - f_t(w_t)}
    = \frac{D^2}{2\eta} + \frac{\eta G^2 T}{2}\Big(\frac{2}{p} - 1\Big),
 
-minimised by ``\eta^* = D / (G \sqrt{T (2/p - 1)})`` (rule ``"lazy"``, the default), where the
-bound is ``D G \sqrt{T (2/p - 1)} \le D G \sqrt 2\, T/\sqrt M``: the paper's
-``O(DGT/\sqrt M)`` (Theorem 10, the ``\eta T G^2/p`` coupling term of its ``Bound(p)``). At
-``p = 1`` it is plain OGD's ``D/(G\sqrt T)``. Movement is at most ``\lambda M D_1`` (the
-paper's ``\lambda D M``) and also at most the virtual path length, ``\lambda T \eta G_1``;
-rule ``"movement"`` minimises the bound with that term too:
+minimised by ``\eta^* = D / (G \sqrt{T (2/p - 1)})`` (rule ``"lazy"``, the default): the
+paper's ``O(DGT/\sqrt M)`` (Theorem 10). Rule ``"movement"`` adds the virtual path length
+``\lambda T \eta G_1`` to the bound:
 ``\eta = D / \sqrt{T (G^2 (2/p - 1) + 2 \lambda \sqrt{m} G)}`` (``m`` coordinates). Rule
-``"ogd"`` ignores ``p`` (``D/(G\sqrt T)``): what one gets by not retuning; ``"constant"``
-uses a given ``\eta``. Uniform Lazy OGD uses the whole state's ``D = \sqrt n`` and ``G``;
-the component-wise one each component's ``D_i = \sqrt d``, ``G_i``, ``p_i``.
+``"ogd"`` ignores ``p`` (``D/(G\sqrt T)``); ``"constant"`` uses a given ``\eta``. Uniform Lazy
+OGD uses the whole state's ``D = \sqrt n`` and ``G``; the component-wise one each component's
+``D_i = \sqrt d``, ``G_i``, ``p_i``.
 """
 
 from __future__ import annotations
@@ -51,17 +46,8 @@ import jax.numpy as jnp
 
 from gsjax.oco.problem import OCOProblem, OCOSpec, coord_grad, coord_loss
 
-__all__ = [
-    "OCOParams",
-    "OCOState",
-    "OCOInfo",
-    "OCOAlgorithm",
-    "STEP_RULES",
-    "step_size",
-    "REGISTRY",
-    "register",
-    "make",
-]
+__all__ = ["OCOParams", "OCOState", "OCOInfo", "OCOAlgorithm", "STEP_RULES", "step_size",
+           "REGISTRY", "register", "make"]
 
 STEP_RULES = ("lazy", "ogd", "movement", "constant")
 
@@ -100,19 +86,10 @@ class OCOAlgorithm(NamedTuple):
 def step_size(rule: str, horizon: int, budget: float, diameter: float, grad_bound: float,
               move_cost: float = 0.0, coords: int = 1, eta: float | None = None,
               scale: float = 1.0) -> float:
-    """The step size ``eta`` for a switching probability ``p = budget / horizon`` (see module doc).
-
-    Args:
-      rule: "lazy" | "ogd" | "movement" | "constant".
-      horizon: T.
-      budget: M (expected number of switches), ``0 < M <= T``.
-      diameter: Euclidean diameter D of the (component's) box.
-      grad_bound: Euclidean gradient bound G.
-      move_cost: lambda (rule "movement").
-      coords: coordinates of the component (rule "movement": ``G_1 <= sqrt(m) G``).
-      eta: the step of rule "constant".
-      scale: multiplies the rule's step.
-    """
+    """The step size ``eta`` of ``rule`` (:data:`STEP_RULES`, see the module docstring) for
+    ``p = budget / horizon`` (``M / T``, ``0 < M <= T``), diameter ``D``, gradient bound ``G``;
+    ``move_cost`` and ``coords`` for rule "movement", ``eta`` for rule "constant"; the step is
+    multiplied by ``scale``."""
     p = budget / horizon
     if rule == "constant":
         if eta is None:

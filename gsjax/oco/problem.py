@@ -7,9 +7,8 @@ Round ``t`` reveals a convex loss ``f_t(s) = \sum_j a_j \ell(s_j - z_{t,j})`` wi
 * ``loss = "l1"``: ``\ell(u) = |u|``, subgradient ``a_j \operatorname{sign}(s_j - z_j)``
   (``sign(0) = 0``, a valid subgradient).
 
-The coordinates are grouped into ``k`` components (blocks) of ``d`` consecutive coordinates,
-``n = k d`` (Section 6.4: the loss decomposes additively over components). Every total is
-reported per component.
+The coordinates are grouped into ``k`` components of ``d`` consecutive coordinates, ``n = k d``
+(Section 6.4); every total is reported per component.
 
 Target processes (``targets``), all inside ``[low_j, high_j]``:
 
@@ -28,20 +27,15 @@ Target processes (``targets``), all inside ``[low_j, high_j]``:
   ``s_0, ..., s_{t-1}`` (``adversary = "mean"``). Ties go to ``low``. An adaptive adversary
   sees the past plays only, never this round's coin.
 
-Randomness: the target draws of round ``t`` use the environment key of that round
-(``fold_in(fold_in(seed_key, t), 0)``, see :mod:`gsjax.oco.runner`), so they are the same for
-every algorithm and every budget run on that seed.
+Round ``t``'s targets use that round's environment key (:mod:`gsjax.oco.runner`): the same for
+every algorithm and budget on a seed.
 
 The best fixed point in hindsight is separable and exact:
 
-* squared loss: ``s^*_j = \operatorname{clip}(\bar z_j, 0, 1)`` (the mean), from the running
-  sums ``\sum_t z_{t,j}`` and ``\sum_t z_{t,j}^2``; its loss
-  ``a_j (T s^{*2}_j - 2 s^*_j \sum_t z_{t,j} + \sum_t z_{t,j}^2)``;
-* L1 loss: any median minimises ``\sum_t |s - z_{t,j}|``; with an even count every point of
-  ``[z_{(T/2)}, z_{(T/2+1)}]`` does. We take the lower median ``z_{(\lceil T/2 \rceil)}`` and clip
-  it to ``[0, 1]``: the objective is convex, so its minimiser over ``[0,1]`` is the projection of
-  the median interval, and the clipped lower median lies in that projection in every case
-  (interval inside, straddling 0 or 1, or outside the box). This needs the whole sequence
+* squared loss: ``s^*_j = \operatorname{clip}(\bar z_j, 0, 1)``, from the running sums
+  ``\sum_t z_{t,j}`` and ``\sum_t z_{t,j}^2``;
+* L1 loss: the lower median ``z_{(\lceil T/2 \rceil)}`` clipped to ``[0, 1]``, which lies in the
+  projection of the (convex objective's) median interval onto the box; it needs every target
   ``z_1..z_T``, which the runner keeps for the L1 loss only.
 """
 
@@ -56,22 +50,9 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
-    "LOSSES",
-    "TARGETS",
-    "ADVERSARIES",
-    "OCOSpec",
-    "OCOProblem",
-    "TargetState",
-    "make_problem",
-    "coord_loss",
-    "coord_grad",
-    "per_component",
-    "target_reset",
-    "target_step",
-    "best_fixed_squared",
-    "best_fixed_l1",
-    "gradient_bounds",
-    "diameters",
+    "LOSSES", "TARGETS", "ADVERSARIES", "OCOSpec", "OCOProblem", "TargetState", "make_problem",
+    "coord_loss", "coord_grad", "per_component", "target_reset", "target_step",
+    "best_fixed_squared", "best_fixed_l1", "gradient_bounds", "diameters",
 ]
 
 LOSSES = ("squared", "l1")
@@ -81,7 +62,7 @@ ADVERSARIES = ("previous", "mean")
 
 @dataclasses.dataclass(frozen=True)
 class OCOSpec:
-    """Static settings: they fix the trace (hashable, passed by closure)."""
+    """Static settings: they fix the trace (hashable)."""
 
     loss: str = "squared"  # "squared" | "l1"
     targets: str = "adversarial"  # one of TARGETS
@@ -156,10 +137,8 @@ def target_reset(key, spec: OCOSpec, problem: OCOProblem) -> TargetState:
 
 
 def target_step(key, tstate: TargetState, s_prev, t, spec: OCOSpec, problem: OCOProblem):
-    """Round ``t``'s target ``z_t`` from the past (``s_prev = s_{t-1}``); returns ``(z_t, state)``.
-
-    ``key`` is the round's environment key; ``t`` (int32, from 1) may be traced.
-    """
+    """Round ``t``'s target ``z_t`` from the past (``s_prev = s_{t-1}``): ``(z_t, state)``;
+    ``key`` is the round's environment key, ``t`` (int32, from 1) may be traced."""
     sum_s = tstate.sum_s + s_prev  # s_0 + ... + s_{t-1}
     kind = spec.targets
     if kind == "iid":
@@ -187,31 +166,18 @@ def target_step(key, tstate: TargetState, s_prev, t, spec: OCOSpec, problem: OCO
 
 
 def best_fixed_squared(sum_z, sum_z2, horizon: int, weight):
-    """Exact hindsight minimiser of ``sum_t a_j (s_j - z_t,j)^2`` over ``[0,1]`` and its loss.
-
-    Args:
-      sum_z, sum_z2: (..., n) ``sum_t z_t`` and ``sum_t z_t^2``.
-      horizon: T.
-      weight: (n,) ``a_j``.
-
-    Returns:
-      ``(s_star (..., n), loss_star (..., n))``.
-    """
+    """Exact hindsight minimiser of ``sum_t a_j (s_j - z_t,j)^2`` over ``[0,1]`` and its loss,
+    ``(s_star (..., n), loss_star (..., n))``, from ``sum_t z_t`` and ``sum_t z_t^2`` (..., n),
+    ``T = horizon`` and ``weight`` (n,)."""
     s = jnp.clip(sum_z / horizon, 0.0, 1.0)
     loss = weight * (horizon * s * s - 2.0 * s * sum_z + sum_z2)
     return s, loss
 
 
 def best_fixed_l1(zs, weight):
-    """Exact hindsight minimiser of ``sum_t a_j |s_j - z_t,j|`` over ``[0,1]`` and its loss.
-
-    Args:
-      zs: (..., T, n) the targets of every round.
-      weight: (n,).
-
-    Returns:
-      ``(s_star (..., n), loss_star (..., n))``; ``s_star`` is the clipped lower median.
-    """
+    """Exact hindsight minimiser of ``sum_t a_j |s_j - z_t,j|`` over ``[0,1]`` and its loss,
+    ``(s_star (..., n), loss_star (..., n))`` (the clipped lower median), from the targets of
+    every round ``zs`` (..., T, n) and ``weight`` (n,)."""
     horizon = zs.shape[-2]
     lower_median = jnp.sort(zs, axis=-2)[..., (horizon - 1) // 2, :]
     s = jnp.clip(lower_median, 0.0, 1.0)
@@ -220,12 +186,9 @@ def best_fixed_l1(zs, weight):
 
 
 def gradient_bounds(spec: OCOSpec, low, high, weight) -> tuple[np.ndarray, float]:
-    """Euclidean gradient bounds ``(G_i per component (k,), G for the whole state)``.
-
-    ``|s_j - z_j| <= r_j = max(high_j, 1 - low_j)`` on ``[0,1]`` with ``z_j`` in its range, so a
-    coordinate's derivative is at most ``g_j = 2 a_j r_j`` (squared) or ``a_j`` (L1);
-    ``G_i = sqrt(sum_{j in i} g_j^2)``, ``G = sqrt(sum_j g_j^2)``. Host-side (NumPy).
-    """
+    """Euclidean gradient bounds ``(G_i per component (k,), G for the whole state)`` (NumPy):
+    a coordinate's derivative is at most ``g_j = 2 a_j max(high_j, 1 - low_j)`` (squared) or
+    ``a_j`` (L1); ``G_i = sqrt(sum_{j in i} g_j^2)``, ``G = sqrt(sum_j g_j^2)``."""
     n = spec.n
     low, high, weight = (np.broadcast_to(np.asarray(v, np.float64), (n,)) for v in (low, high, weight))
     if spec.loss == "squared":

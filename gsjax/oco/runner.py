@@ -1,22 +1,15 @@
 """Run an OCO algorithm on :mod:`gsjax.runner`'s loop, ``vmap`` over budget points and seeds.
 
-Keys (DESIGN section 3, as :mod:`gsjax.runner`): seed ``i`` uses ``fold_in(root, i)`` for its
-GLOBAL id; its init key is ``fold_in(seed_key, 0)`` (target process ``fold_in(init, 0)``,
-algorithm ``fold_in(init, 1)``); round ``t = 1..T`` uses ``key_t = fold_in(seed_key, t)``, with
-``fold_in(key_t, 0)`` for the targets, ``fold_in(key_t, 1)`` for ``act`` (the coins) and
-``fold_in(key_t, 2)`` for ``update``. A seed's run is therefore the same in any batch of seeds,
-chunking or sharding.
+Keys (as :mod:`gsjax.runner`): seed ``i`` uses ``fold_in(root, i)`` for its GLOBAL id; init key
+``fold_in(seed_key, 0)`` (targets ``fold_in(init, 0)``, algorithm ``fold_in(init, 1)``); round
+``t`` ``key_t = fold_in(seed_key, t)``, with ``fold_in(key_t, j)`` for the targets (``j = 0``),
+``act`` (1) and ``update`` (2).
 
-Budget points (a grid of ``OCOParams`` with a leading axis ``G``) are vmapped INSIDE a seed,
-with the seed's keys unbatched: the random numbers of a round are drawn once per seed and shared
-by every budget point (common random numbers: the coin ``u_t < p`` of a larger ``p`` fires
-whenever a smaller one's does, and oblivious targets are identical).
-
-The loop (record blocks, chunks, checkpoint/resume, sharding, the non-finite check on the
-targets and the learner's loss) is :func:`gsjax.runner.drive`'s. Per-round outputs are reduced
-on device (:class:`OCOTotals`); the hindsight comparator is computed at the end
-(:func:`hindsight`). The L1 comparator needs every target (a median), so for ``loss = "l1"``
-the carry also holds ``z_1..z_T`` (``T x G x n`` per seed, on device and in checkpoints).
+Budget points (``OCOParams`` with a leading axis ``G``) are vmapped INSIDE a seed, with the
+seed's keys unbatched: a round's random numbers are shared by every budget point (common random
+numbers). The loop is :func:`gsjax.runner.drive`'s; the hindsight comparator is computed at the
+end (:func:`hindsight`). For ``loss = "l1"`` the carry also holds ``z_1..z_T`` (a median needs
+every target; ``T x G x n`` per seed).
 """
 
 from __future__ import annotations
@@ -28,17 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsjax.oco.algorithms import OCOAlgorithm, OCOParams, OCOState
-from gsjax.oco.problem import (
-    OCOProblem,
-    OCOSpec,
-    TargetState,
-    best_fixed_l1,
-    best_fixed_squared,
-    coord_loss,
-    per_component,
-    target_reset,
-    target_step,
-)
+from gsjax.oco.problem import (OCOProblem, OCOSpec, TargetState, best_fixed_l1,
+                               best_fixed_squared, coord_loss, per_component, target_reset,
+                               target_step)
 from gsjax.runner import check_chunk, check_rounds, drive, jit, scan_blocks, seed_batch, unpad
 
 __all__ = ["OCOTotals", "OCORecords", "OCOResult", "OCOCarry", "init_carry", "advance",
@@ -80,8 +65,7 @@ class OCOResult(NamedTuple):
 
 
 class OCOCarry(NamedTuple):
-    """What one seed carries from round to round; every field but the last two per budget
-    point (leading axis G)."""
+    """What one seed carries from round to round (all but the last two fields: axis G first)."""
 
     state: OCOState
     targets: TargetState
@@ -167,11 +151,8 @@ def hindsight(carry: OCOCarry, spec: OCOSpec, problem: OCOProblem, horizon: int)
 def run_seed(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
              params: OCOParams, horizon: int, record_every: int = 0):
     """One seed, every budget point of ``params`` (leading axis G), ``horizon`` rounds, in one
-    traced scan (differentiable: :mod:`gsjax.tune` takes its gradient).
-
-    Returns ``(OCOResult (G, ...), OCORecords (G, R, ...) or None)``; ``record_every = 0``
-    keeps no records.
-    """
+    differentiable scan: ``(OCOResult (G, ...), OCORecords (G, R, ...) or None)``;
+    ``record_every = 0`` keeps no records."""
     carry = init_carry(seed_key, algo, spec, problem, params, horizon)
     carry, records = advance(carry, 0, seed_key, algo, spec, problem, params, horizon,
                              record_every or horizon)
@@ -181,13 +162,10 @@ def run_seed(seed_key, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOProblem,
 
 def make_chunked(algo: OCOAlgorithm, spec: OCOSpec, horizon: int, chunk_rounds: int,
                  record_every: int, record_seeds: int):
-    """Jitted ``(init_fn, chunk_fn)`` for :func:`gsjax.runner.drive`, vmapped over seeds.
-
-    ``init_fn(keys, problem, params) -> carry`` and
-    ``chunk_fn(carry, t0, keys, problem, params) -> (carry, records)``; the records of the
-    first ``record_seeds`` seeds only are returned, round-major as drive takes them,
-    ``(R, record_seeds, G, ...)``.
-    """
+    """Jitted ``(init_fn, chunk_fn)`` for :func:`gsjax.runner.drive`, vmapped over seeds:
+    ``init_fn(keys, problem, params) -> carry``, ``chunk_fn(carry, t0, keys, problem, params)
+    -> (carry, records)``, the records of the first ``record_seeds`` seeds only,
+    ``(R, record_seeds, G, ...)``."""
     init = jax.vmap(lambda key, prob, prm: init_carry(key, algo, spec, prob, prm, horizon),
                     in_axes=(0, None, None))
     step = jax.vmap(
@@ -217,11 +195,9 @@ def sweep(root_key, seed_ids, algo: OCOAlgorithm, spec: OCOSpec, problem: OCOPro
           on_chunk=None, progress=None) -> SweepOutput:
     """Every seed of ``seed_ids`` (global ids) at every budget point; host results.
 
-    Records (for figures) are kept for the first ``record_seeds`` seeds every ``record_every``
-    rounds (``0``: none). ``chunk_rounds`` (default the whole horizon; it must divide
-    ``horizon`` and be a multiple of ``record_every``), ``shard``, ``start``/``on_chunk``
-    (checkpoint and resume), ``progress`` and the :class:`~gsjax.runner.NonFiniteFeedback`
-    check are :func:`gsjax.runner.drive`'s.
+    Records are kept for the first ``record_seeds`` seeds every ``record_every`` rounds (``0``:
+    none). ``chunk_rounds``, ``shard``, ``start``/``on_chunk``, ``progress`` and the
+    :class:`~gsjax.runner.NonFiniteFeedback` check are :func:`gsjax.runner.drive`'s.
     """
     check_rounds(horizon, "horizon", "sweep")
     keep = bool(record_every and record_seeds)
