@@ -194,9 +194,8 @@ def _cmd_run(args) -> int:
 
 
 def _prepare_run(args, log, writer: bool = True):
-    """The checks of ``gsjax run`` before anything is compiled: ``(config, is_oco, out folder,
-    config hash)``, or None when ``--resume`` finds the run complete. ``writer``: this process
-    writes the folder (the others of a multi-process run leave its checks to process 0)."""
+    """``gsjax run``'s checks before compiling: ``(config, is_oco, out, config hash)``, None when
+    ``--resume`` finds the run complete. ``writer``: this process writes (checks) the folder."""
     overrides = [*(args.set or []), *(f"{key}={value}" for key, value in
                                       (("seeds", args.seeds), ("horizon", args.horizon))
                                       if value is not None)]

@@ -240,18 +240,15 @@ def _length(value: Any, length: int, desc: str, loc: Any) -> None:
 
 @record
 class _Record:
-    """A TOML table with a closed key set. ``_misplaced``: keys of other variants (or fields in
-    ``_refused``, which a table may not set) -> where they belong; ``_why``: what the required
-    keys are required for; ``_keys``: the TOML keys to list (the fields by default); ``_omit``:
-    fields :func:`config_to_dict` leaves out; ``_when_set``: fields it leaves out at their
-    default (added later: the configs that leave them keep their dicts, hence hashes, and
-    resume the checkpoints of earlier versions); ``_check``: the cross-field checks."""
+    """A TOML table with a closed key set; ``_check``: the cross-field checks."""
 
-    _misplaced: ClassVar[Mapping[str, str]] = {}
-    _refused: ClassVar[tuple[str, ...]] = ()
-    _why: ClassVar[str] = ""
-    _keys: ClassVar[tuple[str, ...] | None] = None
-    _omit: ClassVar[tuple[str, ...]] = ()
+    _misplaced: ClassVar[Mapping[str, str]] = {}  # keys of other variants -> where they belong
+    _refused: ClassVar[tuple[str, ...]] = ()  # fields a table may not set (in _misplaced)
+    _why: ClassVar[str] = ""  # what the required keys are required for
+    _keys: ClassVar[tuple[str, ...] | None] = None  # the TOML keys to list (default: the fields)
+    _omit: ClassVar[tuple[str, ...]] = ()  # fields config_to_dict leaves out
+    # fields it leaves out at their default (added later: configs without them keep their
+    # dicts, hence hashes, and resume the checkpoints of earlier versions)
     _when_set: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
@@ -885,7 +882,7 @@ class ExperimentConfig(_Record):
             if ac.solver == "vertex" and n > 16:
                 _fail((*at, "solver"), "vertex enumeration on the complete super-graph needs "
                                        f"n <= 16 coordinates (here n = {n}); use 'pgd'")
-        block = self.relaxed.block if self.relaxed is not None else None
+        block = getattr(self.relaxed, "block", None)
         if block is not None and self.horizon % block:
             _fail(("relaxed", "block"), f"must divide horizon ({self.horizon}); got {block}")
 
@@ -1048,8 +1045,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
     fields omitted, each entry's complete merged agent): ``parse_config`` of it is ``cfg``."""
     return {
         **{key: getattr(cfg, key) for key in ExperimentConfig._keys[:7]},
-        "problem": _dict(cfg.problem),
-        "agent": _dict(cfg.agent),
+        "problem": _dict(cfg.problem), "agent": _dict(cfg.agent),
         "algorithms": {e.name: {"algorithm": e.algorithm, **_dict(e.agent)}
                        for e in cfg.algorithms},
         "paper": cfg.paper,
