@@ -196,9 +196,8 @@ def _cmd_run(args) -> int:
 def _prepare_run(args, log, writer: bool = True):
     """``gsjax run``'s checks before compiling: ``(config, is_oco, out, config hash)``, None when
     ``--resume`` finds the run complete. ``writer``: this process writes (checks) the folder."""
-    overrides = [*(args.set or []), *(f"{key}={value}" for key, value in
-                                      (("seeds", args.seeds), ("horizon", args.horizon))
-                                      if value is not None)]
+    flags = (("seeds", args.seeds), ("horizon", args.horizon))
+    overrides = [*(args.set or []), *(f"{key}={val}" for key, val in flags if val is not None)]
     if args.resume is not None:
         resolved = Path(args.resume) / "config.json"
         if not resolved.is_file():
