@@ -1,9 +1,6 @@
-"""The ``gsjax`` command (console script and ``python -m gsjax``).
-
-The top of the package: :func:`gsjax.cli.main` (every library command) plus the paper's
-``reproduce`` from :mod:`gsjax.paper.report`, which nothing else imports. ``gsjax --help``,
-``--version`` and a mistyped command are answered by :func:`gsjax.commands.top_parser` first,
-without importing JAX; the two modules of a command that runs are imported after it.
+"""The ``gsjax`` command (console script and ``python -m gsjax``): :func:`gsjax.cli.main` plus
+the paper's ``reproduce`` (:mod:`gsjax.paper.report`). ``--help``, ``--version`` and a typo are
+answered by :func:`gsjax.commands.top_parser` before anything imports JAX.
 """
 
 import importlib

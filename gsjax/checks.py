@@ -1,9 +1,7 @@
 """Argument checks shared by the low-level constructors (host side, NumPy only), and
-:func:`remember`, their bounded memo.
-
-Each raises ``ValueError`` with a message that starts with the argument's name (callers pass
-``"function: argument"``). Values are checked only when concrete: under ``jit``/``vmap`` a traced
-argument is never converted to a Python value; its (static) shape is still checked.
+:func:`remember`, their bounded memo. Each raises ``ValueError`` with a message that starts with
+the argument's name (callers pass ``"function: argument"``). A traced argument (under
+``jit``/``vmap``) has only its static shape checked, never its values.
 """
 
 from __future__ import annotations
@@ -52,18 +50,16 @@ def shape_and_values(value, name: str) -> tuple[tuple, np.ndarray | None]:
 def check_bounds(values: np.ndarray, name: str, *, gt=None, ge=None, le=None, lt=None) -> None:
     """Every entry of ``values`` finite and within the bounds; names the first bad entry."""
     flat = values.reshape(-1)
-    ok = np.isfinite(flat)
-    bounds = []
+    ok, need = np.isfinite(flat), []
     for bound, cmp, text in ((gt, np.greater, ">"), (ge, np.greater_equal, ">="),
                              (lt, np.less, "<"), (le, np.less_equal, "<=")):
         if bound is not None:
-            bounds.append(f"{text} {bound}")
+            need.append(f"{text} {bound}")
             ok &= cmp(flat, bound)
-    bad = np.flatnonzero(~ok)
-    if bad.size:
+    if (bad := np.flatnonzero(~ok)).size:
         b = int(bad[0])
         where = f"{name}[{b}]" if values.ndim else name
-        need = "finite" + (", " + " and ".join(bounds) if bounds else "")
+        need = "finite" + (", " + " and ".join(need) if need else "")
         raise ValueError(f"{where}: must be {need}, got {flat[b]}")
 
 

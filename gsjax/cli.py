@@ -16,28 +16,10 @@ import time
 import traceback
 from pathlib import Path
 
-from gsjax import (
-    checkpoint,
-    commands,
-    distributed,
-    experiment,
-    plotting,
-    results,
-    runner,
-    tune,
-    tuner_cli,
-)
-from gsjax.config import (
-    ConfigError,
-    builtin_config_dir,
-    check_seed_range,
-    config_hash,
-    dict_hash,
-    find_config,
-    load_config,
-    parse_config,
-    read_toml,
-)
+from gsjax import (checkpoint, commands, distributed, experiment, plotting, results, runner,
+                   tune, tuner_cli)
+from gsjax.config import (ConfigError, builtin_config_dir, check_seed_range, config_hash,
+                          dict_hash, find_config, load_config, parse_config, read_toml)
 from gsjax.oco import experiment as oco_experiment
 from gsjax.oco.config import config_kind, load_oco_config, parse_oco_config
 
@@ -50,25 +32,23 @@ def progress_reporter(stream=None, clock=time.perf_counter):
     """A progress factory for :func:`gsjax.experiment.run_experiment`.
 
     A run is first shown as compiling; its first report (after the compile and the first
-    chunk) gives that phase's time, and rates and the time left are measured from it on, so the
-    compile does not count in them. On a terminal: a tqdm bar per algorithm (rounds, rate, time
-    left). Otherwise one plain line per chunk with the rate in seed-rounds per second and the
-    time left. tqdm is the standard, well-kept progress-bar library; a hand-written bar would
-    not be better. ``clock``: seconds, for the rates.
+    chunk) gives that phase's time, and rates and the time left are measured from it on. On a
+    terminal: a tqdm bar per algorithm; otherwise one plain line per chunk with the rate in
+    seed-rounds per second and the time left. ``clock``: seconds, for the rates.
     """
     stream = sys.stderr if stream is None else stream
     tty = stream.isatty()
 
     def factory(name, horizon, seeds):
-        began = clock()
+        began, label = clock(), f"{name:>14s}"
         first = []  # (time, rounds) at the first report: compilation is behind us then
         if tty:
             from tqdm import tqdm
 
-            bar = tqdm(total=horizon, desc=f"{name:>14s}", bar_format="{desc}: compiling ...",
-                       file=stream, leave=False)
+            bar = tqdm(total=horizon, desc=label, bar_format="{desc}: compiling ...", file=stream,
+                       leave=False)
         else:
-            print(f"{name:>14s}: compiling ...", file=stream, flush=True)
+            print(f"{label}: compiling ...", file=stream, flush=True)
 
         def update(done, total):
             nonlocal bar
@@ -78,11 +58,11 @@ def progress_reporter(stream=None, clock=time.perf_counter):
                 compiled = f"compile and first chunk {now - began:.1f} s"
                 if tty:
                     bar.close()
-                    bar = tqdm(total=total, initial=done, desc=f"{name:>14s}", unit="round",
-                               file=stream, leave=False, dynamic_ncols=True, postfix=compiled)
+                    bar = tqdm(total=total, initial=done, desc=label, unit="round", file=stream,
+                               leave=False, dynamic_ncols=True, postfix=compiled)
                 else:
-                    print(f"{name:>14s}: {compiled}", file=stream)
-                    print(f"{name:>14s}: round {done}/{total}", file=stream, flush=True)
+                    print(f"{label}: {compiled}\n{label}: round {done}/{total}", file=stream,
+                          flush=True)
             else:
                 t1, d1 = first[0]
                 rate = (done - d1) / (now - t1) if now > t1 else float("inf")
@@ -91,8 +71,8 @@ def progress_reporter(stream=None, clock=time.perf_counter):
                     bar.set_postfix_str(f"{rate * seeds:,.0f} seed-rounds/s")
                 else:
                     left = (total - done) / rate if rate > 0 else float("nan")
-                    print(f"{name:>14s}: round {done}/{total}, {rate * seeds:,.0f} "
-                          f"seed-rounds/s, {left:.0f} s left", file=stream, flush=True)
+                    print(f"{label}: round {done}/{total}, {rate * seeds:,.0f} seed-rounds/s, "
+                          f"{left:.0f} s left", file=stream, flush=True)
             if tty and done >= total:
                 bar.close()
 
@@ -102,8 +82,7 @@ def progress_reporter(stream=None, clock=time.perf_counter):
 
 
 def _checkpoint_meta(folder: Path) -> dict | None:
-    """:func:`gsjax.checkpoint.meta`, a damaged checkpoint a one-line ``<resume>`` error (before
-    anything is built; the rest of the file is checked when the run loads it)."""
+    """:func:`gsjax.checkpoint.meta`; a damaged checkpoint is a one-line ``<resume>`` error."""
     try:
         return checkpoint.meta(folder)
     except checkpoint.Unreadable as e:
@@ -111,8 +90,7 @@ def _checkpoint_meta(folder: Path) -> dict | None:
 
 
 def _folder_seed_start(folder: Path) -> int:
-    """The global id of the first seed of the run in ``folder``: from its checkpoint, else its
-    ``summary.json``, else 0."""
+    """The first global seed id of the run in ``folder``: checkpoint, else summary, else 0."""
     ck = _checkpoint_meta(folder)
     try:
         if ck is not None:
@@ -126,8 +104,7 @@ def _folder_seed_start(folder: Path) -> int:
 
 
 def _folder_config(folder: Path) -> dict:
-    """The resolved config a run folder holds (``config.json``); one ``--resume`` line when it
-    cannot be read."""
+    """The run folder's ``config.json``; one ``--resume`` line when it cannot be read."""
     path = folder / "config.json"
     try:
         raw = results.read_json(path)
@@ -141,8 +118,7 @@ def _folder_config(folder: Path) -> dict:
 
 
 def _check_out(out: Path) -> None:
-    """``--out`` names a folder that exists or can be made, and that this process can write
-    (checked before anything is built; nothing is created here)."""
+    """``--out`` is a folder that exists or can be made, and is writable (nothing is created)."""
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} exists and is not a folder")
     parent = out
@@ -155,8 +131,7 @@ def _check_out(out: Path) -> None:
 
 
 def _finished_run(folder: Path) -> dict | None:
-    """The ``summary.json`` of a finished run in ``folder`` (no checkpoint left), else None;
-    ``{}`` when the summary cannot be read."""
+    """A finished run's ``summary.json`` (``{}`` if unreadable); None if unfinished or absent."""
     if not (folder / "summary.json").is_file() or (folder / checkpoint.FILENAME).exists():
         return None
     try:
@@ -166,8 +141,7 @@ def _finished_run(folder: Path) -> dict | None:
 
 
 def _guard_out(out: Path, digest: str, force: bool, log) -> None:
-    """Refuse to overwrite a finished run of another config in ``out`` (one ``--out`` line);
-    with ``force``, delete the run files already there first."""
+    """Refuse to overwrite a finished run of another config; ``force``: delete the run first."""
     if force:
         removed = experiment.remove_run(out)
         if removed:
@@ -203,8 +177,7 @@ def _cmd_run(args) -> int:
             prepared, error = None, str(e)
         identity = {} if prepared is None else {
             "config_hash": prepared[3], "seed_start": args.seed_start, "chunk": args.chunk,
-            "buffer": args.buffer,
-            "code": distributed.code_version()}
+            "buffer": args.buffer, "code": distributed.code_version()}
         distributed.agree(session, identity, error)
     if prepared is None:
         return 0  # --resume of a finished run
@@ -221,14 +194,10 @@ def _cmd_run(args) -> int:
 
 
 def _prepare_run(args, log, writer: bool = True):
-    """The checks of ``gsjax run`` before anything is compiled: ``(config, is_oco, out folder,
-    config hash)``, or None when ``--resume`` finds the run complete. ``writer``: this process
-    writes the folder (the others of a multi-process run leave its checks to process 0)."""
-    overrides = list(args.set or [])
-    if args.seeds is not None:
-        overrides.append(f"seeds={args.seeds}")
-    if args.horizon is not None:
-        overrides.append(f"horizon={args.horizon}")
+    """``gsjax run``'s checks before compiling: ``(config, is_oco, out, config hash)``, None when
+    ``--resume`` finds the run complete. ``writer``: this process writes (checks) the folder."""
+    flags = (("seeds", args.seeds), ("horizon", args.horizon))
+    overrides = [*(args.set or []), *(f"{key}={val}" for key, val in flags if val is not None)]
     if args.resume is not None:
         resolved = Path(args.resume) / "config.json"
         if not resolved.is_file():
@@ -253,13 +222,10 @@ def _prepare_run(args, log, writer: bool = True):
         path = find_config(args.config)
         oco = config_kind(path) == "oco"  # Section 6 (full-information OCO): gsjax.oco
         cfg = load_oco_config(path, overrides) if oco else load_config(path, overrides)
-    if args.seed_start is None:
-        args.seed_start = 0
+    args.seed_start = args.seed_start or 0
     check_seed_range(cfg.seeds, args.seed_start)
-    if oco:
-        horizons = [(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons]
-    else:
-        horizons = [(cfg.horizon, cfg.record_every)]
+    horizons = ([(T, oco_experiment.record_every(cfg, T)) for T in cfg.horizons] if oco
+                else [(cfg.horizon, cfg.record_every)])
     experiment.checkpoint_interval(args.checkpoint_every)  # the flag's, or the variable's
     if args.buffer is not None and (oco or args.buffer < 1):
         raise ConfigError("--buffer", "a positive number of seeds, for bandit runs (the OCO "
@@ -281,9 +247,8 @@ def _prepare_run(args, log, writer: bool = True):
         if args.resume is None:
             _guard_out(out, digest, args.force, log)
     # refused before anything is compiled when it cannot fit
-    need = oco_experiment.memory_needed(cfg) if oco else experiment.memory_needed(cfg,
-                                                                                  args.seed_start)
-    experiment.check_memory(need, cfg.seeds)
+    experiment.check_memory(oco_experiment.memory_needed(cfg) if oco
+                            else experiment.memory_needed(cfg, args.seed_start), cfg.seeds)
     return cfg, oco, out, digest
 
 
@@ -328,17 +293,13 @@ def _bytes(n: float) -> str:
 
 
 def _cmd_check(args) -> int:
-    """Validate and build a config; then one line per entry with solver 'dp': its elimination
-    width and table sizes (the bucket tables of one solve, and of every seed solved at once),
-    or the PGD fallback it takes (``agent.dp_fallback``) and why."""
+    """Validate and build a config; one line per 'dp' entry: its width and tables, or fallback."""
     path = find_config(args.config)
     oco = config_kind(path) == "oco"
     cfg = (load_oco_config if oco else load_config)(path, list(args.set or []))
     if oco:
         oco_experiment.check(cfg)
-        entries = ()
-    else:
-        entries = experiment.build(cfg).algorithms
+    entries = () if oco else experiment.build(cfg).algorithms
     kind = ", kind = 'oco'" if oco else ""
     print(f"{path}: ok ({cfg.name}, {len(cfg.algorithms)} algorithms{kind})")
     for ba in entries:
@@ -505,8 +466,7 @@ def main(argv=None, extra=(), host_cores: bool = False) -> int:
 
 
 def _join(args):
-    """:func:`gsjax.distributed.start` from ``gsjax run``'s flags (or the cluster's
-    environment); a coordinator that cannot be reached is one ``--coordinator`` line."""
+    """:func:`gsjax.distributed.start` from the flags; an unreachable coordinator is one line."""
     try:
         return distributed.start(args.coordinator, args.num_processes, args.process_id,
                                  args.heartbeat_timeout)

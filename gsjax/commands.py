@@ -1,9 +1,6 @@
-"""The ``gsjax`` command's top level: its commands with their one-line helps, and its version.
-
-:mod:`gsjax.__main__` answers ``gsjax --help``, ``--version`` and a mistyped command with
-:func:`top_parser` before anything that imports JAX is loaded (a 4 s import);
-:func:`gsjax.cli.build_parser` uses the same helps for the full parser. Nothing here imports
-another gsjax module.
+"""The ``gsjax`` command's top level (its commands, their one-line helps, its version),
+importing no other gsjax module: :mod:`gsjax.__main__` answers ``--help`` with it before JAX
+is loaded (a 4 s import); :func:`gsjax.cli.build_parser` extends it.
 """
 
 from __future__ import annotations

@@ -128,8 +128,7 @@ def _fail(loc: Any, message: str):
 
 
 def _show(value: Any, text=repr) -> str:
-    """``text(value)``, but an integer too long to print (Python refuses ``str`` of more than
-    4300 digits) as its size."""
+    """``text(value)``; an int too long for ``str`` (over 4300 digits) as its size."""
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return text(value)
@@ -171,8 +170,7 @@ def _first_error(exc: ValidationError) -> tuple[tuple, str]:
 
 
 def _dotted(loc: Sequence) -> str:
-    """``a.b[3].c``; a key that is empty or not printable (a newline, a tab) is shown quoted, as
-    ``repr`` writes it, so the path stays on one line and the key stays visible."""
+    """``a.b[3].c``; an empty or unprintable key (a newline) quoted as ``repr`` writes it."""
     return "".join(f"[{p}]" if isinstance(p, int) else f".{_key(p)}" for p in loc).lstrip(".")
 
 
@@ -182,8 +180,7 @@ def _key(name) -> str:
 
 
 def _validate(adapter: Any, data: Any, path=_dotted, at: tuple | None = None):
-    """``adapter.validate_python(data)``, its first error a :class:`ConfigError` at
-    ``path(loc)`` (or, with ``at``, an :class:`_Invalid` at ``at + loc`` inside a validator)."""
+    """Validate; the first error a ConfigError at ``path(loc)`` (with ``at``: _Invalid there)."""
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
@@ -243,18 +240,15 @@ def _length(value: Any, length: int, desc: str, loc: Any) -> None:
 
 @record
 class _Record:
-    """A TOML table with a closed key set. ``_misplaced``: keys of other variants (or fields in
-    ``_refused``, which a table may not set) -> where they belong; ``_why``: what the required
-    keys are required for; ``_keys``: the TOML keys to list (the fields by default); ``_omit``:
-    fields :func:`config_to_dict` leaves out; ``_when_set``: fields it leaves out at their
-    default (added later: the configs that leave them keep their dicts, hence hashes, and
-    resume the checkpoints of earlier versions); ``_check``: the cross-field checks."""
+    """A TOML table with a closed key set; ``_check``: the cross-field checks."""
 
-    _misplaced: ClassVar[Mapping[str, str]] = {}
-    _refused: ClassVar[tuple[str, ...]] = ()
-    _why: ClassVar[str] = ""
-    _keys: ClassVar[tuple[str, ...] | None] = None
-    _omit: ClassVar[tuple[str, ...]] = ()
+    _misplaced: ClassVar[Mapping[str, str]] = {}  # keys of other variants -> where they belong
+    _refused: ClassVar[tuple[str, ...]] = ()  # fields a table may not set (in _misplaced)
+    _why: ClassVar[str] = ""  # what the required keys are required for
+    _keys: ClassVar[tuple[str, ...] | None] = None  # the TOML keys to list (default: the fields)
+    _omit: ClassVar[tuple[str, ...]] = ()  # fields config_to_dict leaves out
+    # fields it leaves out at their default (added later: configs without them keep their
+    # dicts, hence hashes, and resume the checkpoints of earlier versions)
     _when_set: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
@@ -299,8 +293,7 @@ class _Record:
 
 
 def _dict(obj: Any) -> Any:
-    """Records as dicts (``None`` fields, ``_omit`` and ``_when_set`` at their default left
-    out), tuples as lists."""
+    """Records as dicts (without ``None``, ``_omit``, ``_when_set`` at default), tuples as lists."""
     if isinstance(obj, FactorSpec):
         obj = obj._asdict()
     if isinstance(obj, dict):
@@ -622,9 +615,8 @@ class FactorProblem(ProblemConfig):
     environment: Literal["factor"]
     factor: FactorConfig
     _why = "for problem.environment = 'factor'"
-    _misplaced = dict.fromkeys(
-        (*(k for k in _HOME if k != "factor"),),
-        "not used by problem.environment = 'factor' (the sizes come from [problem.factor])")
+    _misplaced = dict.fromkeys([k for k in _HOME if k != "factor"], "not used by problem."
+                               "environment = 'factor' (the sizes come from [problem.factor])")
     _omit = ()
 
     @property
@@ -652,8 +644,7 @@ _PROBLEM_FIELDS = {f.name for v in _VARIANTS.values() for f in dataclasses.field
 
 
 def _problem(data: Any) -> ProblemConfig:
-    """``[problem]`` as the record its ``environment`` (else ``structure``) selects, or why
-    none does; records built in Python pass as they are."""
+    """``[problem]`` as the record its ``environment`` (else ``structure``) selects."""
     if isinstance(data, ProblemConfig):
         return data
     if not isinstance(data, dict):
@@ -681,9 +672,8 @@ _NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
 #: Algorithm names accepted by ``[algorithms.NAME].algorithm``. Mutable: extend it with
 #: :func:`register_algorithm_name`.
-ALGORITHM_NAMES: set[str] = {
-    "linucb", "lazy", "async_lazy", "joint_lazy", "joint_linucb", "adaptive_lazy",
-}
+ALGORITHM_NAMES: set[str] = {"linucb", "lazy", "async_lazy", "joint_lazy", "joint_linucb",
+                             "adaptive_lazy"}
 
 
 def register_algorithm_name(name: str) -> None:
@@ -717,14 +707,12 @@ class AgentConfig(_Record):
     reference: Literal["global", "own"] = "global"
     trigger_ratio: Float(gt=1.0) = 2.0  # determinant-ratio update trigger
     refresh_every: Int(1) = 1  # refresh period in rounds
-    # how a refresh recomputes V^-1 and log det V for blocks of d >= 3 features: LAPACK's
-    # Cholesky, or the same factorisation unrolled element by element (vectorised; much faster
-    # for many small blocks, the last bits differ: gsjax.linalg.refresh)
+    # how a refresh recomputes V^-1, log det V of blocks of d >= 3 features: LAPACK's Cholesky,
+    # or the same factorisation unrolled (vectorised: faster for many small blocks, last bits vary)
     refresh_method: Literal["cholesky", "unrolled"] = "cholesky"
-    # how the data Gram matrix S = sum phi phi^T is summed: 'plain' float additions, or
-    # 'compensated' (Kahan; one more (d, d) array a criterion). With fractional states (PGD) a
-    # float32 plain sum can turn V indefinite over ~10^4 rounds at a small lambda_reg (the run
-    # then stops on non-finite feedback); at vertex states both are exact (gsjax.linalg.add_gram)
+    # how S = sum phi phi^T is summed: 'plain', or 'compensated' (Kahan; one more (d, d) array a
+    # criterion). With fractional (PGD) states a float32 plain sum can turn V indefinite over
+    # ~10^4 rounds at a small lambda_reg; at vertex states both are exact
     gram_summation: Literal["plain", "compensated"] = "plain"
     dp_max_table: Int(2) = 2 ** 16  # solver 'dp': most entries of one table, 2^(width + 1)
     dp_exact_ties: Bool = True  # solver 'dp': the vertex enumerator's tie rule (False: min-fill)
@@ -775,8 +763,7 @@ class AlgorithmEntry(_Record):
 
 
 def _entry_tables(raw: Mapping, known: Any, keys: Sequence[str], what: str = "algorithm"):
-    """``(name, algorithm, other keys)`` of each ``[algorithms.NAME]`` table; the name, the
-    ``keys`` and the algorithm (default: the name) checked against ``known``."""
+    """``(name, algorithm, other keys)`` of each checked ``[algorithms.NAME]`` table."""
     tables = raw.get("algorithms")
     if tables is not None and not isinstance(tables, dict):
         raise ConfigError("algorithms", f"expected a table, got {_describe(tables)}")
@@ -895,7 +882,7 @@ class ExperimentConfig(_Record):
             if ac.solver == "vertex" and n > 16:
                 _fail((*at, "solver"), "vertex enumeration on the complete super-graph needs "
                                        f"n <= 16 coordinates (here n = {n}); use 'pgd'")
-        block = self.relaxed.block if self.relaxed is not None else None
+        block = getattr(self.relaxed, "block", None)
         if block is not None and self.horizon % block:
             _fail(("relaxed", "block"), f"must divide horizon ({self.horizon}); got {block}")
 
@@ -955,8 +942,7 @@ def _root(raw: Any, overrides: Sequence[str]) -> dict:
 
 
 def _toml_path(tables: list, renames: Mapping[str, str] = {"paper_json": "paper"}):
-    """The TOML path of a ``loc``: entries by name, an entry's agent key taken from ``[agent]``
-    (or its default) as ``agent.KEY``, renamed fields by their TOML name."""
+    """The TOML path of ``loc``: entries by name, an agent key an entry leaves as ``agent.KEY``."""
 
     def path(loc: tuple) -> str:
         if loc[:1] == ("algorithms",) and len(loc) > 1:
@@ -1059,8 +1045,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict:
     fields omitted, each entry's complete merged agent): ``parse_config`` of it is ``cfg``."""
     return {
         **{key: getattr(cfg, key) for key in ExperimentConfig._keys[:7]},
-        "problem": _dict(cfg.problem),
-        "agent": _dict(cfg.agent),
+        "problem": _dict(cfg.problem), "agent": _dict(cfg.agent),
         "algorithms": {e.name: {"algorithm": e.algorithm, **_dict(e.agent)}
                        for e in cfg.algorithms},
         "paper": cfg.paper,

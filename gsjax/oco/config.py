@@ -103,11 +103,9 @@ class OCOProblemConfig(_Record):
 
 @record(kw_only=False)
 class OCOEntry(_Record):
-    """One ``[algorithms.NAME]`` table.
-
-    ``budget_kind`` is ``"exponent"`` (``M = T^a``), ``"absolute"`` or ``"none"`` (ogd); each
-    of ``budgets`` is a float (every component) or a tuple of k floats.
-    """
+    """One ``[algorithms.NAME]`` table. ``budget_kind`` is ``"exponent"`` (``M = T^a``),
+    ``"absolute"`` or ``"none"`` (ogd); each of ``budgets`` is a float (every component) or a
+    tuple of k floats."""
 
     name: str
     algorithm: str
@@ -170,10 +168,8 @@ _KEYS = ("budget_exponents", "budgets")
 
 
 def config_kind(path: str | os.PathLike) -> str:
-    """The top-level ``kind`` of a TOML config file: ``"oco"``, or ``"bandit"`` when absent.
-
-    Unreadable files answer ``"bandit"``, so the usual loader reports the error.
-    """
+    """The top-level ``kind`` of a TOML config file: ``"oco"``, or ``"bandit"`` when absent or
+    when the file is unreadable (the usual loader then reports the error)."""
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
@@ -240,11 +236,10 @@ def parse_oco_config(raw: dict, overrides: Sequence[str] = ()) -> OCOConfig:
         rest = {key: v for key, v in table.items() if key not in _KEYS}
         entries.append({"name": name, "algorithm": algorithm, **rest, "budget_kind": got[0],
                         "budgets": got[1]})
-    for key in _KEYS:
-        data.pop(key, None)
     horizon = data.pop("horizon", 1000)
-    data.update(problem=problem, algorithms=entries,
-                horizons=horizon if isinstance(horizon, (list, tuple)) else [horizon])
+    data = {**{key: v for key, v in data.items() if key not in _KEYS}, "problem": problem,
+            "algorithms": entries,
+            "horizons": horizon if isinstance(horizon, (list, tuple)) else [horizon]}
     renames = {"paper_json": "paper", "horizons": "horizon"}
     return _validate(OCOConfig.__pydantic_validator__, data, _toml_path(tables, renames))
 
