@@ -344,12 +344,11 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
     ``fixed_chunk`` (then refused). Only process 0 reads and writes ``folder``."""
     ck = None if folder is None else _load_checkpoint(folder, result, types)
     if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
-        raise ConfigError(
-            "<resume>",
-            f"{folder} holds a checkpoint of a different config or seed range (config hash "
-            f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
-            f"{seed_start}); refusing to mix them: use another --out, or delete its "
-            "checkpoint.npz to start over")
+        raise ConfigError("<resume>", f"{folder} holds a checkpoint of a different config or seed "
+                          f"range (config hash {ck['config_hash'][:12]}, seed start "
+                          f"{ck['seed_start']}; this run: {digest[:12]}, {seed_start}); refusing "
+                          "to mix them: use another --out, or delete its checkpoint.npz to start "
+                          "over")
     writer = distributed.is_writer()
     if folder is not None and writer:  # the folder is ours now: a killed write's tmps go
         results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)
@@ -588,15 +587,6 @@ def _algo_summary(t, kind: str) -> dict:
     }
 
 
-def _solver_used(ba: BuiltAlgorithm) -> dict:
-    """A 'dp' entry's ``solver_used`` and ``dp_width`` or ``solver_fallback``; others: {}."""
-    if ba.fallback is not None:
-        return {"solver_used": ba.spec.solver, "solver_fallback": ba.fallback}
-    if ba.spec.solver == "dp":
-        return {"solver_used": "dp", "dp_width": ba.spec.dp_plan.limits.width}
-    return {}
-
-
 def learned_graph_summary(final: dict) -> dict:
     """Summary of the seeds' learned graphs: ``learned_neighbours`` against ``true_neighbours``,
     both (S, k, n) bool (a criterion's own coordinate is its neighbour in both)."""
@@ -635,8 +625,11 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
-    for ba in b.algorithms:
-        algos[ba.name].update(_solver_used(ba))
+    for ba in b.algorithms:  # a 'dp' entry's solver: the DP with its width, or the fallback
+        if ba.fallback is not None:
+            algos[ba.name].update(solver_used=ba.spec.solver, solver_fallback=ba.fallback)
+        elif ba.spec.solver == "dp":
+            algos[ba.name].update(solver_used="dp", dp_width=ba.spec.dp_plan.limits.width)
     p = b.problem
     meta = {
         "name": cfg.name,

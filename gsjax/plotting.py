@@ -227,8 +227,7 @@ def plot_grid(arrays: dict, path, title: str = ""):
         else:
             grid = np.full((len(levels[0]), len(levels[1])), np.inf)
             for g, row in enumerate(values):
-                i = int(np.searchsorted(levels[0], row[0]))
-                j = int(np.searchsorted(levels[1], row[1]))
+                i, j = (int(np.searchsorted(levels[a], row[a])) for a in (0, 1))
                 grid[i, j] = min(grid[i, j], total[g])
             im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
             ax.set_xticks(range(len(levels[1])), [f"{v:g}" for v in levels[1]])
