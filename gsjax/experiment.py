@@ -1,12 +1,6 @@
-"""From a validated config to a run folder: build, run, summarise, write.
-
-:func:`build` turns an :class:`~gsjax.config.ExperimentConfig` into JAX objects; the checks
-that need the built structure raise a :class:`~gsjax.config.ConfigError` naming the field
-before anything is compiled. :func:`run_experiment` runs every algorithm entry over the same
-seeds (the same keys, hence the same noise draws), and :func:`summarise` reduces the runs to
-``summary.json``. The run-folder steps both experiment kinds share (resume and checkpoints,
-:func:`run_sweeps`; the folder's files, :func:`run_folder` and :func:`write_folder`) are here
-too; :mod:`gsjax.oco.experiment` uses them.
+"""From a validated config to a run folder: :func:`build` (JAX objects, late checks),
+:func:`run_experiment` (every entry over the same seeds), :func:`summarise` (``summary.json``),
+and the run-folder steps :mod:`gsjax.oco.experiment` shares (:func:`run_sweeps`, ...).
 """
 
 from __future__ import annotations
@@ -32,59 +26,21 @@ from gsjax import checkpoint, distributed, dp, factor, fairness, graphs, plottin
 from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
 from gsjax.algorithms.base import with_reference
 from gsjax.algorithms.kernel import NODE_KINDS, check_solver, dp_applies
-from gsjax.config import (
-    AdaptiveAgentConfig,
-    AgentConfig,
-    ConfigError,
-    ExperimentConfig,
-    ProblemConfig,
-    config_hash,
-    config_to_dict,
-    parse_config,
-)
+from gsjax.config import (AdaptiveAgentConfig, AgentConfig, ConfigError, ExperimentConfig,
+                          ProblemConfig, config_hash, config_to_dict, parse_config)
 from gsjax.lcb import MAX_VERTEX_COORDS
 from gsjax.problem import (DRAW_AXES, Problem, Structure, feature_dim, make_problem,
                            make_structure, seed_axes)
 from gsjax.results import flatten, mean_stderr, read_json, read_npz
-from gsjax.runner import (
-    Records,
-    RunTotals,
-    SweepResult,
-    auto_chunk,
-    carry_record,
-    make_chunked,
-    seed_keys,
-    sweep,
-)
+from gsjax.runner import (Records, RunTotals, SweepResult, auto_chunk, carry_record,
+                          make_chunked, seed_keys, sweep)
 from gsjax.xla import jit
 
-__all__ = [
-    "BuiltAlgorithm",
-    "Built",
-    "ExperimentResult",
-    "ENVIRONMENTS",
-    "grid_points",
-    "build",
-    "run_experiment",
-    "memory_estimate",
-    "memory_needed",
-    "available_memory",
-    "check_memory",
-    "summarise",
-    "learned_graph_summary",
-    "arrays",
-    "merge",
-    "merge_parts",
-    "run_meta",
-    "run_sweeps",
-    "checkpoint_interval",
-    "CHECKPOINT_EVERY_ENV",
-    "run_folder",
-    "write_folder",
-    "remove_run",
-    "run_config",
-    "write_results",
-]
+__all__ = ["BuiltAlgorithm", "Built", "ExperimentResult", "ENVIRONMENTS", "grid_points", "build",
+           "run_experiment", "memory_estimate", "memory_needed", "available_memory",
+           "check_memory", "summarise", "learned_graph_summary", "arrays", "merge", "merge_parts",
+           "run_meta", "run_sweeps", "checkpoint_interval", "CHECKPOINT_EVERY_ENV", "run_folder",
+           "write_folder", "remove_run", "run_config", "write_results"]
 
 RUN_FILE_SUFFIXES = (".json", ".npz", ".png")  # the kinds of file a run writes in its folder
 
@@ -103,8 +59,7 @@ class Built(NamedTuple):
     cfg: ExperimentConfig
     scopes: graphs.Scopes
     structure: Structure
-    problem: Problem  # per seed (theta drawn per seed): the draws lead with the seed axis, the
-    # structure's fields are shared (gsjax.problem.seed_axes / seed_rows read it)
+    problem: Problem  # drawn per seed: the draws lead with the seed axis (problem.seed_axes)
     problem_per_seed: bool
     algorithms: tuple[BuiltAlgorithm, ...]
     dtype: object
@@ -152,9 +107,8 @@ def _model_scopes(pc: ProblemConfig) -> graphs.Scopes:
 
 def _noise_sigma_per_criterion(pc: ProblemConfig, scopes: graphs.Scopes) -> np.ndarray:
     """Each criterion's noise standard deviation (for the OFUL radius)."""
-    k = scopes.index.shape[0]
     if pc.noise.kind == "independent":
-        return np.broadcast_to(np.asarray(pc.noise.sigma, float), (k,)).copy()
+        return np.broadcast_to(np.asarray(pc.noise.sigma, float), (scopes.index.shape[0],)).copy()
     sig = np.broadcast_to(np.asarray(pc.noise.sigma, float), (scopes.num_coords,))
     var = np.where(scopes.mask, sig[scopes.index] ** 2, 0.0).sum(axis=1)
     return np.sqrt(var)
@@ -175,24 +129,22 @@ _SPEC_FIELDS = ("solver", "pgd_steps", "pgd_starts", "pgd_optimizer", "pgd_inclu
 
 def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str = ""
            ) -> tuple[AgentSpec, AgentParams]:
-    """The entry's spec and params; the global lazy's reference reading and whether a lazy
-    kind decides per criterion are traced, so that ``lazy`` entries of either reading and
-    ``async_lazy`` compile to one program (:func:`_algorithm`: compiled once in a process)."""
+    """The entry's spec and params; the lazy kinds' reading and per-criterion decision are
+    traced, so ``lazy`` (either reading) and ``async_lazy`` share a program (:func:`_algorithm`)."""
     spec = AgentSpec(**{f: getattr(ac, f) for f in _SPEC_FIELDS}, **_adaptive_options(ac))
     params = AgentParams.create(
         k, lambda_reg=ac.lambda_reg, beta=ac.beta, pgd_lr=ac.pgd_lr,
         trigger_ratio=ac.trigger_ratio, oful_delta=ac.oful_delta, oful_S=ac.oful_S,
         oful_sigma=sigma_k if ac.oful_sigma is None else ac.oful_sigma, oful_L=ac.oful_L,
         dtype=dtype)
-    if algorithm not in ("lazy", "async_lazy"):
-        return spec, params
-    return spec, with_reference(params, spec, per_criterion=algorithm == "async_lazy")
+    if algorithm in ("lazy", "async_lazy"):
+        params = with_reference(params, spec, per_criterion=algorithm == "async_lazy")
+    return spec, params
 
 
 def _algorithm(name: str, structure: Structure, spec: AgentSpec, made: dict):
-    """``REGISTRY[name](structure, spec)``, except that the lazy kinds, whose reading and
-    decision are traced (:func:`_agent`), share one object per spec up to its reading (kept in
-    ``made``): their sweeps then trace and compile once (:func:`gsjax.runner.make_chunked`)."""
+    """``REGISTRY[name](structure, spec)``, but the lazy kinds (traced reading, :func:`_agent`)
+    share one object per spec up to its reading, kept in ``made``: their sweeps compile once."""
     if name not in ("lazy", "async_lazy"):
         return REGISTRY[name](structure, spec)
     key = dataclasses.replace(spec, reference="global")
@@ -205,12 +157,8 @@ def _algorithm(name: str, structure: Structure, spec: AgentSpec, made: dict):
 
 
 def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
-    """``(spec, fallback)``: ``spec`` with the DP plan of the scopes (:mod:`gsjax.dp`), made
-    once per (cap, tie rule) and kept in ``plans`` (a refusal too), and ``None``; or, when the
-    tables would exceed the cap and ``agent.dp_fallback`` names a solver, ``spec`` with that
-    solver and the reason. Otherwise a ConfigError on the solver when the DP does not apply or
-    its tables would be too wide. An entry with ``pgd_gap`` (solver 'pgd') gets the plan too,
-    its refusals on ``pgd_gap``, never a fallback."""
+    """``(spec with the DP plan, None)``, ``(spec with agent.dp_fallback's solver, reason)`` if
+    the tables are too wide, or a ConfigError (a ``pgd_gap`` entry never falls back)."""
     ac = entry.agent
     field = f"algorithms.{entry.name}." + ("solver" if spec.solver == "dp" else "pgd_gap")
     key = (ac.dp_max_table, ac.dp_exact_ties)
@@ -238,40 +186,31 @@ def _dp_spec(spec: AgentSpec, scopes, structure: Structure, entry, plans: dict):
 
 def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
     """Build the structure, problem and algorithms of a config; raises ConfigError early.
-
-    ``seed_start``: the global id of the first seed (a problem drawn per seed uses its global
-    id, so hosts that split a seed range draw the same problems as one host would).
-    """
+    ``seed_start``: the global id of the first seed (problems drawn per seed use global ids)."""
     if cfg.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     dtype = jnp.float64 if cfg.dtype == "float64" else jnp.float32
     if cfg.horizon % cfg.record_every:
-        raise ConfigError(
-            "record_every",
-            f"must divide horizon ({cfg.horizon}); got {cfg.record_every}",
-        )
+        raise ConfigError("record_every",
+                          f"must divide horizon ({cfg.horizon}); got {cfg.record_every}")
     pc = cfg.problem
     seed_ids = jnp.arange(seed_start, seed_start + cfg.seeds, dtype=jnp.uint32)
     scopes, structure, problem, per_seed = ENVIRONMENTS[pc.environment](pc, seed_ids, dtype)
     k = structure.num_criteria
-
     sigma_k = _noise_sigma_per_criterion(pc, scopes)
-    built_algos, plans = [], {}
-    made = {}
+    built_algos, plans, made = [], {}, {}
     for entry in cfg.algorithms:
         ac = entry.agent
         if (ac.solver == "vertex" and not structure.disjoint
                 and structure.num_coords > MAX_VERTEX_COORDS):
-            raise ConfigError(
-                f"algorithms.{entry.name}.solver",
-                f"vertex enumeration over overlapping scopes needs n <= {MAX_VERTEX_COORDS} "
-                f"coordinates (here n = {structure.num_coords}); use 'pgd'",
-            )
+            raise ConfigError(f"algorithms.{entry.name}.solver",
+                              "vertex enumeration over overlapping scopes needs n <= "
+                              f"{MAX_VERTEX_COORDS} coordinates (here n = "
+                              f"{structure.num_coords}); use 'pgd'")
         if entry.algorithm not in REGISTRY:
-            raise ConfigError(
-                f"algorithms.{entry.name}.algorithm",
-                f"unknown algorithm {entry.algorithm!r}; registered: {sorted(REGISTRY)}",
-            )
+            raise ConfigError(f"algorithms.{entry.name}.algorithm",
+                              f"unknown algorithm {entry.algorithm!r}; registered: "
+                              f"{sorted(REGISTRY)}")
         spec, params = _agent(ac, k, sigma_k, dtype, entry.algorithm)
         fallback = None
         if spec.solver == "dp" or (spec.pgd_gap and spec.solver == "pgd"):
@@ -286,9 +225,7 @@ def build(cfg: ExperimentConfig, seed_start: int = 0) -> Built:
                                   f"(this entry's algorithm is {entry.algorithm!r})")
         move_cost = ac.move_cost
         if cfg.grid:
-            per_point = [
-                dataclasses.replace(ac, **point) for point in grid_points(cfg)
-            ]
+            per_point = [dataclasses.replace(ac, **point) for point in grid_points(cfg)]
             stacked = [_agent(p, k, sigma_k, dtype, entry.algorithm)[1] for p in per_point]
             params = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *stacked)
             move_cost = jnp.asarray([p.move_cost for p in per_point], dtype)
@@ -303,9 +240,7 @@ _SHAPES_ONLY = contextvars.ContextVar("gsjax_shapes_only", default=False)
 
 
 def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
-    """``make(key, **kwargs, ...)`` with ``[problem]``'s theta, noise and start, once (a shared
-    problem) or once per global seed id (``theta.per_seed``); returns ``(problem, per_seed)``
-    (the problem's shapes only, compiling nothing, under :data:`_SHAPES_ONLY`)."""
+    """``(problem, per_seed)`` from ``make``, once or per global seed id (``theta.per_seed``)."""
     th = pc.theta
     make = functools.partial(
         make, **kwargs, theta_distribution=th.distribution, theta_values=th.values,
@@ -319,26 +254,19 @@ def _draw(make, pc: ProblemConfig, seed_ids, dtype, **kwargs):
     return call(make, problem_key), False
 
 
-def _check_explicit_theta(pc: ProblemConfig, structure: Structure, scopes: graphs.Scopes):
-    """``theta.values`` rows of each criterion's feature count, named in a ConfigError."""
-    if pc.theta.distribution != "explicit":
-        return
-    counts = [feature_dim(structure.features, int(m), structure.rff_dim)
-              for m in scopes.mask.sum(axis=1)]
-    for i, row in enumerate(pc.theta.values):
-        if len(row) != counts[i]:
-            raise ConfigError(
-                f"problem.theta.values[{i}]",
-                f"criterion {i} has {counts[i]} {pc.features} features "
-                f"(scope {list(scopes.index[i][scopes.mask[i]])}); got {len(row)} values",
-            )
-
-
 def _build_linear(pc: ProblemConfig, seed_ids, dtype):
-    """The graph-structured linear model (:mod:`gsjax.problem`)."""
+    """The graph-structured linear model (:mod:`gsjax.problem`); explicit theta rows checked."""
     scopes = _model_scopes(pc)
     structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
-    _check_explicit_theta(pc, structure, scopes)
+    if pc.theta.distribution == "explicit":
+        counts = [feature_dim(structure.features, int(m), structure.rff_dim)
+                  for m in scopes.mask.sum(axis=1)]
+        for i, row in enumerate(pc.theta.values):
+            if len(row) != counts[i]:
+                scope = list(scopes.index[i][scopes.mask[i]])
+                raise ConfigError(f"problem.theta.values[{i}]",
+                                  f"criterion {i} has {counts[i]} {pc.features} features "
+                                  f"(scope {scope}); got {len(row)} values")
     return (scopes, structure, *_draw(make_problem, pc, seed_ids, dtype,
                                          structure=structure, scopes=scopes))
 
@@ -359,16 +287,14 @@ def _build_factor(pc: ProblemConfig, seed_ids, dtype):
 
 
 def _build_adult(pc: ProblemConfig, seed_ids, dtype):
-    """Section 7.3: the loss comes from UCI Adult data (:mod:`gsjax.fairness`; the classifier
-    is trained here, cached); one problem shared by every seed."""
+    """Section 7.3: the loss from UCI Adult data (:mod:`gsjax.fairness`), shared by all seeds."""
     scopes = _model_scopes(pc)
     structure = make_structure(scopes, pc.features, pc.noise.kind, pc.rff_dim)
     a = pc.adult
     structure, problem = fairness.make_adult_problem(
         structure, scopes, batch_size=a.batch_size, gap_estimator=a.gap_estimator,
         classifier_seed=a.classifier_seed, classifier_steps=a.classifier_steps,
-        classifier_l2=a.classifier_l2, raw_data=a.raw_data, s0=pc.s0, dtype=dtype,
-    )
+        classifier_l2=a.classifier_l2, raw_data=a.raw_data, s0=pc.s0, dtype=dtype)
     return scopes, structure, problem, False
 
 
@@ -377,9 +303,8 @@ def _build_adult(pc: ProblemConfig, seed_ids, dtype):
 ENVIRONMENTS = {"linear": _build_linear, "factor": _build_factor, "adult": _build_adult}
 
 
-#: Bytes of records (every seed's, every record's) up to which a run's default chunks may
-#: be fewer than 20 (:func:`gsjax.runner.auto_chunk`'s ``round_work``): a chunk's records are
-#: held on the device beside the host's copy of the run's.
+#: Bytes of a run's records up to which its default chunks may be fewer than 20
+#: (:func:`gsjax.runner.auto_chunk`'s ``round_work``): a chunk's records wait on the device.
 RECORDS_IN_ONE_CHUNK = 2**26
 
 #: Environment variable: the least seconds between two checkpoints of a run
@@ -409,36 +334,24 @@ def checkpoint_interval(seconds: float | None = None, field: str = "--checkpoint
 def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None, progress=None,
                result=SweepResult, types=None, fixed_chunk: bool = False,
                checkpoint_every: float | None = None, clock=None) -> dict:
-    """Run the named sweeps of an experiment in order; returns ``{name: result}``.
-
-    ``jobs``: ``(name, horizon, chunk_rounds, run)``, ``run(start=, on_chunk=, progress=,
-    chunk_rounds=)`` a runner's sweep with everything else bound. Given a ``folder``, a
-    checkpoint is saved there at the end of a chunk once ``checkpoint_every`` seconds
-    (:func:`checkpoint_interval`; ``clock``'s) have passed since the last one or the start, so
-    a crash loses at most that long plus one chunk (``0``: after every chunk; a run shorter
-    than that writes none: each write costs CPU the round could use, ~20 % of a short run's
-    time on 2 cores). One left there by the same config
-    (``digest``) and seed range is resumed: its finished runs are kept, its current run
-    continues (``result``, ``types``: as :func:`gsjax.checkpoint.load`). The resumed run's chunk
-    must divide the checkpoint's round: a ``fixed_chunk`` (the user's ``--chunk``) that does not
-    is refused, an automatic one is cut to their greatest common divisor. ``progress(name,
-    horizon, seeds)`` returns a ``callback(done, horizon)`` for a run. Temporary files a killed
-    write left in ``folder`` are removed once its checkpoint is accepted.
-
-    In a multi-process run (:mod:`gsjax.distributed`) only process 0 reads and writes
-    ``folder``: the checkpoint it reads is sent to the others, and it records the process count.
-    """
+    """Run the named sweeps in order; returns ``{name: result}``. ``jobs``: ``(name, horizon,
+    chunk_rounds, run)``, ``run(start=, on_chunk=, progress=, chunk_rounds=)`` a bound sweep;
+    ``progress(name, horizon, seeds)`` gives a run's ``callback(done, horizon)``. Given a
+    ``folder``, a checkpoint is saved at a chunk's end once ``checkpoint_every`` seconds
+    (:func:`checkpoint_interval`, by ``clock``) have passed, and one of the same config
+    (``digest``) and seed range is resumed (``result``, ``types``: as
+    :func:`gsjax.checkpoint.load`), its chunk cut to divide the checkpoint's round unless
+    ``fixed_chunk`` (then refused). Only process 0 reads and writes ``folder``."""
     ck = None if folder is None else _load_checkpoint(folder, result, types)
     if ck is not None and (ck["config_hash"], ck["seed_start"]) != (digest, seed_start):
-        raise ConfigError(
-            "<resume>",
-            f"{folder} holds a checkpoint of a different config or seed range (config hash "
-            f"{ck['config_hash'][:12]}, seed start {ck['seed_start']}; this run: {digest[:12]}, "
-            f"{seed_start}); refusing to mix them: use another --out, or delete its "
-            "checkpoint.npz to start over")
+        raise ConfigError("<resume>", f"{folder} holds a checkpoint of a different config or seed "
+                          f"range (config hash {ck['config_hash'][:12]}, seed start "
+                          f"{ck['seed_start']}; this run: {digest[:12]}, {seed_start}); refusing "
+                          "to mix them: use another --out, or delete its checkpoint.npz to start "
+                          "over")
     writer = distributed.is_writer()
-    if folder is not None and writer:  # the folder is ours now: a killed write's temporary
-        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)  # files go
+    if folder is not None and writer:  # the folder is ours now: a killed write's tmps go
+        results.remove_orphan_tmps_in(folder, RUN_FILE_SUFFIXES)
         results.remove_orphan_tmps_in(Path(folder) / checkpoint.PARTS, (".npz",))
     if ck is not None and log is not None:
         log(f"resuming from {folder}: {', '.join(ck['completed']) or 'none'} done, "
@@ -459,30 +372,22 @@ def run_sweeps(jobs, seeds: int, folder, digest: str, seed_start: int, log=None,
             if ck is not None and ck["current"] == name:
                 start = (ck["carry_leaves"], ck["rounds_done"], ck["records"], ck["seconds"])
                 chunk = _resumed_chunk(name, chunk, start[1], fixed_chunk, log)
-            if folder is not None:  # every process gathers the carry (a collective);
-                # process 0 writes it, while the next chunk runs
-
+            if folder is not None:  # all gather the carry; process 0 writes it in the background
                 def on_chunk(leaves, rounds, records, seconds, name=name, finished=dict(done)):
                     if writer and clock() - last[0] < every:  # its records wait for the next
                         saver.submit(parts.hold, name, rounds, records)
                     elif writer:
                         last[0] = clock()
-                        saver.submit(parts.save, folder, digest, seed_start, finished,
-                                     name, leaves, rounds, records,
+                        saver.submit(parts.save, folder, digest, seed_start, finished, name,
+                                     leaves, rounds, records,
                                      processes=distributed.process_count(), seconds=seconds)
-
-            done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk,
-                             progress=None if progress is None else progress(name, horizon,
-                                                                             seeds))
+            callback = None if progress is None else progress(name, horizon, seeds)
+            done[name] = run(start=start, on_chunk=on_chunk, chunk_rounds=chunk, progress=callback)
     return done
 
 
 class _Saver:
-    """Checkpoints written on a background thread while the next chunk runs, one at a time
-    and in order: :meth:`submit` first waits for the previous write (re-raising its error),
-    and leaving the ``with`` block waits for the last one, on success or on an error (a
-    non-finite chunk still leaves the checkpoint submitted before it written). A kill at any
-    moment leaves the previous checkpoint or the new one (the write is atomic)."""
+    """Checkpoints written in order on a thread; each write waited for (errors re-raised)."""
 
     _pending = _last = None
 
@@ -500,10 +405,7 @@ class _Saver:
             pending.result()
 
     def drain(self, timeout: float = 600.0) -> None:
-        """Let the write in flight finish (from another thread, at most ``timeout`` seconds;
-        its error is the writer's to report): a process about to leave keeps its last chunk.
-        The last write, not ``_pending``: the main thread may be waiting for it already (an
-        error in a collective when a peer died), which clears ``_pending``."""
+        """Let the last write finish (from another thread; ``_pending`` may be cleared)."""
         last = self._last
         if last is not None:
             concurrent.futures.wait([last], timeout=timeout)
@@ -517,8 +419,7 @@ class _Saver:
 
 
 def _load_checkpoint(folder, result, types):
-    """:func:`gsjax.checkpoint.load`, its damage a one-line ``<resume>`` error; in a
-    multi-process run process 0 reads the files and sends them to the others."""
+    """:func:`gsjax.checkpoint.load` (read by process 0), its damage a ``<resume>`` error."""
     try:
         session = distributed.current()
         if session is None:
@@ -530,8 +431,7 @@ def _load_checkpoint(folder, result, types):
 
 
 def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) -> int:
-    """The chunk size a run resumed at ``rounds_done`` goes on with (see :func:`run_sweeps`):
-    the chunks then end exactly at the horizon, which both divide."""
+    """The chunk size a run resumed at ``rounds_done`` goes on with (a divisor of both)."""
     if rounds_done % chunk == 0:
         return chunk
     if fixed:
@@ -546,43 +446,25 @@ def _resumed_chunk(name: str, chunk: int, rounds_done: int, fixed: bool, log) ->
 
 
 def _default_chunk(cfg: ExperimentConfig, built: Built) -> int:
-    """:func:`gsjax.runner.auto_chunk` given a round's work (seeds x grid points x criteria)
-    where it is counted: every algorithm on the vertex solver (PGD's and the DP's rounds cost
-    far more a criterion: their runs keep at most 20 chunks, for checkpoints and progress) and
-    the run's records (a chunk's wait on the device until copied) at most
-    :data:`RECORDS_IN_ONE_CHUNK` bytes; elsewhere at most 20 chunks."""
+    """:func:`gsjax.runner.auto_chunk`, a round's work counted for vertex-solver runs only."""
     k, n = built.structure.num_criteria, built.structure.num_coords
     lanes = cfg.seeds * (len(grid_points(cfg)) if cfg.grid else 1)
-    # a record (gsjax.runner.Records): regret, movement and the action in the run's dtype,
-    # the updates, changes and triggers of each criterion in int32
+    # a record: regret, movement, the action in dtype; updates, changes, triggers in int32
     row = (2 + n) * np.dtype(built.dtype).itemsize + 3 * k * 4
     counted = (all(ba.spec.solver == "vertex" for ba in built.algorithms)
                and lanes * (cfg.horizon // cfg.record_every) * row <= RECORDS_IN_ONE_CHUNK)
     return auto_chunk(cfg.horizon, cfg.record_every, round_work=lanes * k if counted else 0.0)
 
 
-def run_experiment(
-    cfg: ExperimentConfig,
-    built: Built | None = None,
-    log=None,
-    seed_start: int = 0,
-    chunk_rounds: int | None = None,
-    progress=None,
-    checkpoint_dir=None,
-    buffer: int | None = None,
-    checkpoint_every: float | None = None,
-) -> ExperimentResult:
-    """Run every algorithm entry of ``cfg`` over global seed ids
-    ``seed_start .. seed_start + cfg.seeds - 1``.
-
-    ``built``: a :func:`build` result to reuse (then its ``seed_start`` counts); ``log``: a
-    ``print``-like callable, one line per algorithm; ``chunk_rounds``: rounds per compiled chunk
-    (default :func:`gsjax.runner.auto_chunk`), the numbers do not depend on it;
-    ``checkpoint_dir``, ``checkpoint_every`` and ``progress``: as :func:`run_sweeps`;
-    ``buffer``: the compacted
-    sweeps' solver buffer per device (:func:`gsjax.runner.sweep`), the numbers do not depend on
-    it either.
-    """
+def run_experiment(cfg: ExperimentConfig, built: Built | None = None, log=None,
+                   seed_start: int = 0, chunk_rounds: int | None = None, progress=None,
+                   checkpoint_dir=None, buffer: int | None = None,
+                   checkpoint_every: float | None = None) -> ExperimentResult:
+    """Run every algorithm entry of ``cfg`` over global seed ids ``seed_start ..``; ``built``: a
+    :func:`build` result to reuse (its ``seed_start`` counts); ``log``: one line per algorithm;
+    ``checkpoint_dir``, ``checkpoint_every``, ``progress``: as :func:`run_sweeps`. The numbers
+    depend neither on ``chunk_rounds`` (default :func:`gsjax.runner.auto_chunk`) nor on
+    ``buffer`` (the compacted sweeps' solver buffer per device, :func:`gsjax.runner.sweep`)."""
     fixed_chunk = chunk_rounds is not None
     built = build(cfg, seed_start) if built is None else built
     if chunk_rounds is None:
@@ -622,34 +504,30 @@ def _nbytes(tree) -> int:
 
 
 def memory_estimate(carry, record, records: int, seeds: int, shared=None) -> int:
-    """Bytes a run holds: ``seeds`` x (one seed's ``carry`` + ``records`` x one seed's
-    ``record``) + the ``shared`` arrays once. Each is a pytree of arrays or
-    ``jax.ShapeDtypeStruct``s of ONE seed (a ``[grid]`` run's with its grid axis); XLA's
-    temporaries come on top, so this is a lower bound."""
+    """Bytes a run holds, a lower bound (XLA's temporaries come on top): ``seeds`` x (``carry``
+    + ``records`` x ``record``) + ``shared`` once; pytrees of arrays or ``ShapeDtypeStruct``s
+    of ONE seed (a ``[grid]`` run's with its grid axis)."""
     return seeds * (_nbytes(carry) + records * _nbytes(record)) + _nbytes(shared)
 
 
 def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
-    """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (they
-    run one after another) and the per-seed problem, for every seed, and every algorithm's
-    records (all kept until written), from the shapes of a one-seed build and its initial
-    carry (a record is fields of the carry, :func:`gsjax.runner.carry_record`): nothing is
-    compiled (``jax.eval_shape``), no round is traced, and the DP solver is not traced
-    (:func:`gsjax.dp.shapes_only`: its answer has the shape of its start)."""
+    """:func:`memory_estimate` of a run of ``cfg``: the largest carry of its algorithms (run
+    one after another) and the per-seed problem for every seed, plus every algorithm's records,
+    from the shapes of a one-seed build's initial carry (``jax.eval_shape``: nothing compiled,
+    no round or DP solve traced)."""
     token = _SHAPES_ONLY.set(True)
     try:
         one = build(dataclasses.replace(cfg, seeds=1), seed_start)
     finally:
         _SHAPES_ONLY.reset(token)
     keys = seed_keys(jax.random.key(cfg.root_seed), jnp.zeros((1,), jnp.uint32))
-    carries, record = [], []
+    carries = []
     for ba in one.algorithms:
         init_fn, _ = make_chunked(ba.algo, one.structure, cfg.record_every, cfg.record_every,
                                   one.problem_per_seed, grid=bool(cfg.grid))
         with dp.shapes_only():  # the DP's answer has the shape of its start: not traced
-            carry = jax.eval_shape(init_fn, keys, one.problem, ba.params)
-        carries.append(carry)
-        record.append(carry_record(carry))  # a record is fields of the carry: no round traced
+            carries.append(jax.eval_shape(init_fn, keys, one.problem, ba.params))
+    record = [carry_record(c) for c in carries]  # a record is fields of the carry
     axes = seed_axes(one.problem, one.problem_per_seed) or [None] * len(one.problem)
     per_seed = [v for v, ax in zip(one.problem, axes) if ax is not None]
     shared = [v for v, ax in zip(one.problem, axes) if ax is None]
@@ -658,21 +536,17 @@ def memory_needed(cfg: ExperimentConfig, seed_start: int = 0) -> int:
 
 
 def available_memory() -> tuple[int, str] | None:
-    """``(bytes, where)`` a run may use: the devices' free memory where they report it (GPU,
-    TPU), else the host's available memory (``MemAvailable`` of /proc/meminfo, else
-    ``sysconf``); None when neither is known."""
+    """``(bytes, where)`` a run may use: the devices' free memory where reported (GPU, TPU),
+    else the host's (``MemAvailable`` of /proc/meminfo, else ``sysconf``); None if unknown."""
     devices = jax.local_devices()  # this process's (all of them, in a single-process run)
     stats = devices[0].memory_stats()
     if stats and "bytes_limit" in stats:
         free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
         return free * len(devices), f"free on {len(devices)} x {devices[0].device_kind}"
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "available on the host"
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "available on the host"
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free on the host"
     except (OSError, ValueError, AttributeError):
@@ -684,9 +558,8 @@ def _gib(n: int) -> str:
 
 
 def check_memory(need: int, seeds: int, available=None) -> None:
-    """Refuse (a one-line ConfigError on ``seeds``) a run of ``seeds`` seeds needing ``need``
-    bytes (:func:`memory_needed`) when that exceeds ``available`` (``(bytes, where)``,
-    default :func:`available_memory`)."""
+    """A one-line ConfigError on ``seeds`` when ``need`` bytes (:func:`memory_needed`) exceed
+    ``available`` (``(bytes, where)``, default :func:`available_memory`)."""
     available = available_memory() if available is None else available
     if available is None or need <= available[0]:
         return
@@ -714,20 +587,9 @@ def _algo_summary(t, kind: str) -> dict:
     }
 
 
-def _solver_used(ba: BuiltAlgorithm) -> dict:
-    """An entry configured with solver 'dp': ``solver_used`` ('dp' with the elimination width
-    ``dp_width``, or the fallback solver with its reason ``solver_fallback``); others: {}."""
-    if ba.fallback is not None:
-        return {"solver_used": ba.spec.solver, "solver_fallback": ba.fallback}
-    if ba.spec.solver == "dp":
-        return {"solver_used": "dp", "dp_width": ba.spec.dp_plan.limits.width}
-    return {}
-
-
 def learned_graph_summary(final: dict) -> dict:
-    """Summary of the graphs learned by the seeds (``learned_neighbours`` against
-    ``true_neighbours``, both (S, k, n) bool by coordinate; a criterion's own coordinate counts
-    as its neighbour in both)."""
+    """Summary of the seeds' learned graphs: ``learned_neighbours`` against ``true_neighbours``,
+    both (S, k, n) bool (a criterion's own coordinate is its neighbour in both)."""
     learned = np.asarray(final["learned_neighbours"], bool)
     truth = np.asarray(final["true_neighbours"], bool)
     same_truth = bool(np.all(truth == truth[:1]))
@@ -741,23 +603,18 @@ def learned_graph_summary(final: dict) -> dict:
 
 
 def summarise(result: ExperimentResult) -> dict:
-    """The ``summary.json`` content (:func:`write_results` adds the config hash and commit).
-
-    For a ``[grid]`` run, ``algorithms[NAME]`` describes the grid point with the lowest mean
-    total regret (named in its ``grid_point``), and ``grid`` lists every point.
-    """
-    cfg = result.built.cfg
-    kinds = {b.name: b.kind for b in result.built.algorithms}
+    """The ``summary.json`` content; a ``[grid]`` run's ``algorithms[NAME]`` describes the point
+    of lowest mean total regret (its ``grid_point``), ``grid`` lists every point."""
+    b, cfg = result.built, result.built.cfg
+    kinds = {ba.name: ba.kind for ba in b.algorithms}
     points = grid_points(cfg)
     algos = {}
     grid_rows = [{"point": p, "algorithms": {}} for p in points] if cfg.grid else None
     for name, res in result.runs.items():
         timing = {"compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
         if cfg.grid:
-            per = [
-                _algo_summary(jax.tree_util.tree_map(lambda a: a[g], res.totals), kinds[name])
-                for g in range(len(points))
-            ]
+            per = [_algo_summary(jax.tree_util.tree_map(lambda a: a[g], res.totals), kinds[name])
+                   for g in range(len(points))]
             for row, summ in zip(grid_rows, per):
                 row["algorithms"][name] = summ
             best = int(np.argmin([p["total_regret"]["mean"] for p in per]))
@@ -768,9 +625,11 @@ def summarise(result: ExperimentResult) -> dict:
             algos[name]["final_state"] = mean_stderr(np.asarray(res.records.action)[:, -1, :])
             if res.final and "learned_neighbours" in res.final:  # adaptive_lazy (Section 5.2)
                 algos[name]["learned_graph"] = learned_graph_summary(res.final)
-    for ba in result.built.algorithms:
-        algos[ba.name].update(_solver_used(ba))
-    b = result.built
+    for ba in b.algorithms:  # a 'dp' entry's solver: the DP with its width, or the fallback
+        if ba.fallback is not None:
+            algos[ba.name].update(solver_used=ba.spec.solver, solver_fallback=ba.fallback)
+        elif ba.spec.solver == "dp":
+            algos[ba.name].update(solver_used="dp", dp_width=ba.spec.dp_plan.limits.width)
     p = b.problem
     meta = {
         "name": cfg.name,
@@ -803,27 +662,21 @@ def run_meta(runs) -> dict:
 
 
 def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
-    """Flat name -> array mapping for ``arrays.npz`` (per algorithm ``NAME/field``).
-
-    Per-seed arrays lead with the seed axis, or with ``(G, S)`` for a ``[grid]`` run, whose
-    points are ``grid/values`` (G, P) over the axes ``grid/names`` (P,).
-    """
-    out: dict[str, np.ndarray] = {}
-    cfg = result.built.cfg
-    out["rounds"] = np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every)
-    out["seed_ids"] = np.asarray(result.seed_ids)
-    problem = result.built.problem
-    axes = seed_axes(problem, result.built.problem_per_seed)
+    """Flat name -> array mapping for ``arrays.npz`` (per algorithm ``NAME/field``), leading
+    with the seed axis, or ``(G, S)`` for a ``[grid]`` run (``grid/values`` (G, P))."""
+    b, cfg = result.built, result.built.cfg
+    out = {"rounds": np.arange(cfg.record_every, cfg.horizon + 1, cfg.record_every),
+           "seed_ids": np.asarray(result.seed_ids)}
+    axes = seed_axes(b.problem, b.problem_per_seed)
     for f in ("theta", "s_star", "loss_star", "scopes", "scope_mask"):
-        x = np.asarray(getattr(problem, f))
+        x = np.asarray(getattr(b.problem, f))
         if axes is not None and getattr(axes, f) is None:  # a shared field, repeated per seed
             x = np.broadcast_to(x, (len(result.seed_ids), *x.shape))
         out[f"problem/{f}"] = x
     if cfg.grid:
-        points = grid_points(cfg)
         out["grid/names"] = np.asarray([name for name, _ in cfg.grid])
-        out["grid/values"] = np.asarray([[pt[n] for n, _ in cfg.grid] for pt in points])
-    for ba in result.built.algorithms:
+        out["grid/values"] = np.asarray([[pt[n] for n, _ in cfg.grid] for pt in grid_points(cfg)])
+    for ba in b.algorithms:
         out[f"{ba.name}/lambda_reg"] = np.asarray(ba.params.lambda_reg)
     for name, res in result.runs.items():
         out.update(flatten(f"{name}/totals", res.totals))
@@ -833,10 +686,9 @@ def arrays(result: ExperimentResult) -> dict[str, np.ndarray]:
 
 
 def merge_parts(folders, parse) -> list[tuple[Path, object, dict, dict]]:
-    """The run folders of a merge as ``(folder, config, arrays, summary)`` in seed order, their
-    configs read with ``parse`` (:func:`gsjax.config.parse_config` or the OCO one); a one-line
-    ``<merge>`` error unless every folder holds a readable run of the same config but for
-    ``seeds``, and together their seed ids form one contiguous range."""
+    """The run folders of a merge as ``(folder, config, arrays, summary)`` in seed order, configs
+    read with ``parse``; a one-line ``<merge>`` error unless all hold readable runs of one
+    config but for ``seeds`` whose seed ids form one contiguous range."""
     parts = []
     for folder in map(Path, folders):
         for f in ("config.json", "arrays.npz", "summary.json"):
@@ -866,22 +718,16 @@ def merge_parts(folders, parse) -> list[tuple[Path, object, dict, dict]]:
             raise ConfigError("<merge>",
                               f"{folder}: config differs from {first_dir}'s (other than seeds)")
         if int(arr["seed_ids"][0]) != expected:
-            raise ConfigError(
-                "<merge>",
-                f"{folder}: seeds start at {int(arr['seed_ids'][0])}, expected {expected} "
-                "(the folders must cover one contiguous, non-overlapping range)",
-            )
+            raise ConfigError("<merge>", f"{folder}: seeds start at {int(arr['seed_ids'][0])}, "
+                              f"expected {expected} (the folders must cover one contiguous, "
+                              "non-overlapping range)")
         expected = int(arr["seed_ids"][-1]) + 1
     return parts
 
 
 def merge(folders) -> ExperimentResult:
-    """Combine run folders of the same config over disjoint seed ranges (e.g. one per host).
-
-    Every folder must hold the same resolved config except ``seeds``, and together their seed
-    ids must form one contiguous range (:func:`merge_parts`). Per-seed arrays are concatenated
-    in seed order and timings summed; the result is summarised and written like a single run.
-    """
+    """Combine run folders of one config over a contiguous seed range (:func:`merge_parts`),
+    e.g. one per host: per-seed arrays concatenated in seed order, timings summed."""
     parts = merge_parts(folders, parse_config)
     first = parts[0][2]
     cfg = dataclasses.replace(parts[0][1], seeds=sum(len(p[2]["seed_ids"]) for p in parts))
@@ -906,22 +752,18 @@ def merge(folders) -> ExperimentResult:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-            text=True, timeout=5,
-        )
-        return out.stdout.strip() or None
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
+                              capture_output=True, text=True, timeout=5).stdout.strip() or None
     except Exception:
         return None
 
 
 def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log=print,
                  figures: bool | None = None) -> dict:
-    """Write a run folder, each file atomically: ``config.json`` (the resolved ``config``),
-    ``arrays.npz``, the figures ``plot(folder)`` draws (named in ``meta.figures``) unless
-    ``figures`` is False (None: :func:`gsjax.plotting.figures_default`) and ``summary.json``;
-    returns ``summary``. Temporary files a killed write left there go first. In a
-    multi-process run only process 0 writes (the others return ``summary``)."""
+    """Write a run folder atomically, file by file: ``config.json``, ``arrays.npz``, the
+    figures ``plot(folder)`` draws (named in ``meta.figures``) unless ``figures`` is False
+    (None: :func:`gsjax.plotting.figures_default`), ``summary.json``; returns ``summary``.
+    Leftover temporary files go first; in a multi-process run only process 0 writes."""
     if not distributed.is_writer():
         return summary
     out = Path(out_dir)
@@ -938,9 +780,8 @@ def write_folder(out_dir, config: dict, summary: dict, arr: dict, plot=None, log
 
 
 def remove_run(folder) -> list[Path]:
-    """Delete the files a run wrote in ``folder`` (``config.json``, ``summary.json``,
-    ``arrays.npz``, the figures its summary names, the checkpoint and its parts); other files
-    stay. Returns the paths deleted."""
+    """Delete the files a run wrote in ``folder`` (its JSON, arrays, the figures its summary
+    names, the checkpoint and its parts), other files staying; returns the paths deleted."""
     out = Path(folder)
     try:
         figures = [Path(f).name for f in read_json(out / "summary.json")["meta"]["figures"]]
@@ -959,8 +800,7 @@ def remove_run(folder) -> list[Path]:
 
 
 def write_results(res, out_dir, log=print, figures: bool | None = None, extra_meta=None) -> dict:
-    """Write the run folder (:func:`write_folder`, ``figures`` as there) of an
-    :class:`ExperimentResult`."""
+    """Write the run folder of an :class:`ExperimentResult` (:func:`write_folder`)."""
     cfg = res.built.cfg
     summary = summarise(res)
     summary["meta"].update(config_hash=config_hash(cfg), git_commit=_git_commit(),
@@ -972,10 +812,9 @@ def write_results(res, out_dir, log=print, figures: bool | None = None, extra_me
 
 @contextlib.contextmanager
 def run_folder(out_dir, config: dict, checkpoints: bool = True):
-    """The folder of a run under way, created with its ``config.json`` first (``gsjax run
-    --resume`` reads it; a checkpoint's is kept). Yields ``(folder, checkpoint folder or
-    None)``; with ``checkpoints``, the checkpoint is removed once the block has written the
-    results."""
+    """The folder of a run under way, its ``config.json`` written first (unless a checkpoint's
+    is there). Yields ``(folder, checkpoint folder or None)``; with ``checkpoints``, the
+    checkpoint is removed once the block has written the results."""
     out = Path(out_dir)
     writer = distributed.is_writer()  # a multi-process run: process 0 only
     if writer:
@@ -992,12 +831,8 @@ def run_config(cfg: ExperimentConfig, out_dir, log=print, figures: bool | None =
                checkpoints: bool = True, buffer: int | None = None,
                checkpoint_every: float | None = None) -> dict:
     """Run a validated config into a folder (:func:`run_folder`, :func:`write_results`);
-    returns the summary.
-
-    ``seed_start`` is the global id of the first seed: hosts that split a sweep run disjoint
-    ranges and ``gsjax merge`` combines their folders. ``chunk_rounds``, ``buffer``,
-    ``checkpoint_every``: as :func:`run_experiment`.
-    """
+    returns the summary. ``seed_start``: the global id of the first seed (hosts split a sweep
+    into disjoint ranges, ``gsjax merge`` joins them); the rest as :func:`run_experiment`."""
     t0 = time.perf_counter()
     built = build(cfg, seed_start)
     with run_folder(out_dir, config_to_dict(cfg), checkpoints) as (out, ck_dir):

@@ -1,8 +1,5 @@
-"""Figures drawn only from saved results (``arrays.npz`` + ``summary.json``).
-
-matplotlib (Agg backend) is a dependency because every ``gsjax run`` writes PNG figures; it is
-the standard, well-kept plotting library and nothing hand-written would match it. The helpers
-here (figure, mean and error, band, grouped bars, axes, saving) serve :mod:`gsjax.oco.plotting`
+"""Figures drawn only from saved results (``arrays.npz`` + ``summary.json``), with matplotlib's
+Agg backend; the helpers (bands, grouped bars, legends, saving) serve :mod:`gsjax.oco.plotting`
 and the paper's figures too.
 """
 
@@ -16,23 +13,13 @@ import numpy as np
 
 from gsjax.results import atomic_write_bytes
 
-__all__ = [
-    "figures_default",
-    "plot_all",
-    "plot_trajectories",
-    "moved_coordinates",
-    "plot_curves",
-    "plot_per_criterion",
-    "plot_grid",
-    "best_grid_slice",
-    "plot_threshold",
-]
+__all__ = ["figures_default", "plot_all", "plot_trajectories", "moved_coordinates", "plot_curves",
+           "plot_per_criterion", "plot_grid", "best_grid_slice", "plot_threshold"]
 
 
 def figures_default() -> bool:
-    """Whether a run folder gets its figures when the caller does not say (``gsjax run``
-    without ``--no-figures``): yes, unless ``$GSJAX_FIGURES`` is ``off``, ``0``, ``no`` or
-    ``false``. ``gsjax plot DIR`` draws a folder's figures later from its arrays."""
+    """Whether a run folder gets its figures when the caller does not say: yes, unless
+    ``$GSJAX_FIGURES`` is ``off``, ``0``, ``no`` or ``false`` (``gsjax plot DIR`` draws later)."""
     return os.environ.get("GSJAX_FIGURES", "on").strip().lower() not in ("off", "0", "no", "false")
 
 
@@ -76,9 +63,8 @@ def _over_seeds(n: int, what: str = "mean ± 1 s.e.") -> str:
 
 
 def _band(ax, x, mean, half, label, alpha=0.15, i=None, **line):
-    """A line with a shaded band ``mean +- half`` (``i``: the algorithm's :func:`_style`, its
-    markers spread over the line and staggered between algorithms, the band's edges drawn;
-    ``line``: plot keywords over it, e.g. ``color=`` alone for a plain line)."""
+    """A line with a shaded band ``mean +- half``: ``i``, the algorithm's :func:`_style` (spaced
+    markers, the band's edges drawn); ``line``, plot keywords over it."""
     style = {} if i is None else _style(i)
     style.update(line)
     if "marker" in style:  # spaced along the drawn line (log axes too), staggered
@@ -92,8 +78,7 @@ def _band(ax, x, mean, half, label, alpha=0.15, i=None, **line):
 
 
 def _grouped_bars(ax, series, labels, capsize=0.0):
-    """One group of bars per label, one bar per ``(name, means, errors)`` of ``series`` (each
-    algorithm its own colour and hatch)."""
+    """One group of bars per label, one bar (own colour and hatch) per ``(name, means, errors)``."""
     width = 0.8 / max(len(series), 1)
     idx = np.arange(len(labels))
     for a, (name, mean, err) in enumerate(series):
@@ -105,19 +90,16 @@ def _grouped_bars(ax, series, labels, capsize=0.0):
 
 def _legend(ax, fontsize: float = 8, below: bool = False, title: str | None = None):
     """A legend off the data: right of the axes, or ``below`` them (panels side by side)."""
-    if below:
-        where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.16)}
-    else:
-        where = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}
+    where = ({"loc": "upper center", "bbox_to_anchor": (0.5, -0.16)} if below
+             else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)})
     return ax.legend(fontsize=fontsize, title=title, title_fontsize=fontsize, borderaxespad=0,
                      **where)
 
 
 def _finish(ax, legend: float | None = 8, grid: str = "both", which: str = "major",
             below: bool = False, legend_title: str | None = None, **props):
-    """``ax.set(**props)``, a legend off the data (its font size; None: none; ``below``,
-    ``legend_title``: as :func:`_legend`) and a light grid on ``grid`` (an axis name or
-    "both") at the ``which`` ticks."""
+    """``ax.set(**props)``, a :func:`_legend` of font size ``legend`` (None: none) and a light
+    grid on ``grid`` (an axis or "both") at the ``which`` ticks."""
     ax.set(**props)
     if legend:
         _legend(ax, legend, below, legend_title)
@@ -134,27 +116,18 @@ def _seeds(arrays: dict) -> int:
 
 
 def moved_coordinates(arrays: dict, max_coords: int = 4) -> np.ndarray:
-    """The (at most ``max_coords``) coordinates whose recorded values moved most, summed over
-    seeds, rounds and algorithms (``|s_t - s_{t-1}|`` between records), in index order; ties
-    go to the lower index."""
+    """The (at most ``max_coords``) coordinates whose recorded values moved most (``|s_t -
+    s_{t-1}|`` summed over seeds, records, algorithms), in index order; ties to the lower index."""
     moves = sum(np.abs(np.diff(arrays[f"{n}/action"].astype(np.float64), axis=1)).sum((0, 1))
                 for n in _names(arrays))
-    top = np.argsort(-moves, kind="stable")[:max_coords]
-    return np.sort(top)
+    return np.sort(np.argsort(-moves, kind="stable")[:max_coords])
 
 
 def plot_trajectories(arrays: dict, path, max_coords: int = 4, title: str = ""):
-    """What moved: the coordinates that changed most (:func:`moved_coordinates`), one panel
-    each, with per algorithm the mean over seeds of that coordinate's cumulative movement
-    ``sum |s_t[j] - s_{t'}[j]|`` between consecutive recorded rounds (+-1 s.e. band); rounds
-    on a log axis when they span two decades.
-
-    Cumulative movement rather than the played value: ``s*`` is drawn per seed in most configs,
-    so a mean played value only drifts towards the mean of the seeds' optima, and with dense
-    records one seed's excursions make spikes; the cumulative curve rises exactly when and as
-    much as the coordinate moves, so algorithms compare at a glance. Moves between two records
-    are not seen (``record_every`` > 1 gives a lower bound). Each panel's title gives the share
-    of (seed, algorithm) runs that changed the coordinate.
+    """A panel per coordinate that moved most (:func:`moved_coordinates`): per algorithm, the
+    mean over seeds of its cumulative movement between records (+-1 s.e. band; rounds on a log
+    axis over two decades), and the share of runs that changed it. Cumulative movement, not the
+    played value: ``s*`` is mostly drawn per seed, so mean values only blur the seeds' optima.
     """
     names = _names(arrays)
     rounds = arrays["rounds"]
@@ -179,32 +152,27 @@ def plot_trajectories(arrays: dict, path, max_coords: int = 4, title: str = ""):
     return _save(fig, path)
 
 
-def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = "", logx: bool = False):
-    """Mean over seeds of a cumulative curve with a +-1 standard-error band; the y axis from 0
-    (from the lowest band when a curve goes below 0)."""
+def plot_curves(arrays: dict, path, field: str, ylabel: str, title: str = ""):
+    """Mean over seeds of a cumulative curve, +-1 s.e. band; y from 0 (or the lowest band)."""
     fig, ax = _plt().subplots(figsize=(6.4, 3.8))
     lowest = 0.0
     for i, name in enumerate(_names(arrays)):
         mean, se = _mean_se(arrays[f"{name}/{field}"])
         _band(ax, arrays["rounds"], mean, se, name, i=i)
         lowest = min(lowest, float(np.min(mean - se)))
-    if logx:
-        ax.set_xscale("log")
     ax.set_ylim(bottom=lowest)
     _finish(ax, xlabel="round t", ylabel=ylabel, title=title,
             legend_title=_over_seeds(_seeds(arrays)))
     return _save(fig, path)
 
 
-#: Criteria up to which :func:`plot_per_criterion` draws a labelled group of bars for each;
-#: beyond, one line (with its band) per algorithm over the criterion ids.
+#: Criteria up to which :func:`plot_per_criterion` draws bars; beyond, lines over the ids.
 MAX_BAR_GROUPS = 40
 
 
 def plot_per_criterion(arrays: dict, path, title: str = ""):
-    """Mean updates (re-optimisations) and actual changes per criterion, per algorithm: bars
-    for up to :data:`MAX_BAR_GROUPS` criteria, lines over the criterion ids beyond (a tick
-    label per criterion of a 10^4-node graph took matplotlib minutes to lay out)."""
+    """Mean updates (re-optimisations) and actual changes per criterion and algorithm: bars up
+    to :data:`MAX_BAR_GROUPS` criteria, lines beyond (ticks for 10^4 criteria take minutes)."""
     names = [n for n in _names(arrays) if f"{n}/totals/updates" in arrays]
     k = arrays[f"{names[0]}/totals/updates"].shape[-1]
     bars = k <= MAX_BAR_GROUPS
@@ -242,10 +210,8 @@ def best_grid_slice(arrays: dict) -> dict:
 
 
 def plot_grid(arrays: dict, path, title: str = ""):
-    """Mean total regret over the grid, one panel per algorithm.
-
-    One axis: a line; two or more: a heat map over the first two axes (minimum over the rest).
-    """
+    """Mean total regret over the grid, a panel per algorithm: a line for one axis, else a heat
+    map over the first two axes (minimum over the rest)."""
     names = _names(arrays)
     axes_names = [str(a) for a in arrays["grid/names"]]
     values = arrays["grid/values"]
@@ -261,8 +227,7 @@ def plot_grid(arrays: dict, path, title: str = ""):
         else:
             grid = np.full((len(levels[0]), len(levels[1])), np.inf)
             for g, row in enumerate(values):
-                i = int(np.searchsorted(levels[0], row[0]))
-                j = int(np.searchsorted(levels[1], row[1]))
+                i, j = (int(np.searchsorted(levels[a], row[a])) for a in (0, 1))
                 grid[i, j] = min(grid[i, j], total[g])
             im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
             ax.set_xticks(range(len(levels[1])), [f"{v:g}" for v in levels[1]])
@@ -277,54 +242,43 @@ def plot_grid(arrays: dict, path, title: str = ""):
 
 
 def plot_threshold(arrays: dict, path, title: str = ""):
-    """One-coordinate states (Section 7.3, Figure 5): three panels.
-
-    Left: the mean played state over seeds with a band of +-1 standard deviation ACROSS seeds
-    (the spread of the runs, not the error of the mean), ``s*`` dashed. Middle: total movement
-    cost per algorithm, mean with +-1 standard-error bars. Right: the state played at round T
-    by every seed, against ``s*``.
-    """
+    """One-coordinate states (Section 7.3, Figure 5): the mean played state with a band of +-1
+    standard deviation ACROSS seeds and ``s*`` dashed; total movement cost per algorithm (+-1
+    s.e.); every seed's state at round T against ``s*``."""
     names = _names(arrays)
     n = _seeds(arrays)
     s_star = float(arrays["problem/s_star"][0])
     fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8),
                                 gridspec_kw={"width_ratios": [2.2, 1, 1]})
-    colors = [f"C{i}" for i in range(len(names))]
-    ax = axes[0]
-    for i, (name, c) in enumerate(zip(names, colors)):
-        x = arrays[f"{name}/action"][..., 0].astype(np.float64)  # (S, R)
-        _band(ax, arrays["rounds"], x.mean(0), x.std(0), name, color=c, alpha=0.2,
-              ls=_style(i)["ls"])
-    ax.axhline(s_star, color="k", ls="--", lw=1, label=f"τ* = {s_star:.3f}")
-    _finish(ax, xlabel="round t", ylabel="threshold τ_t", ylim=(-0.02, 1.02), below=True,
-            legend_title=_over_seeds(n, "mean ± 1 sd (spread)"))
-    ax = axes[1]
-    for i, (name, c) in enumerate(zip(names, colors)):
-        mean, se = _mean_se(arrays[f"{name}/totals/movement_cost"])
-        ax.bar(i, mean, yerr=se, color=c, capsize=4)
-        ax.text(i, mean, f"{mean:.1f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(names)), names)
-    _finish(ax, legend=None, grid="y", ylabel="cumulative movement cost at T", ylim=(0, None),
-            title=_over_seeds(n))
-    ax = axes[2]
     rng = np.random.default_rng(0)  # horizontal jitter only, for legibility
-    for i, (name, c) in enumerate(zip(names, colors)):
+    for i, name in enumerate(names):  # per algorithm: trajectory, movement, final states
+        c, x = f"C{i}", arrays[f"{name}/action"][..., 0].astype(np.float64)  # (S, R)
+        _band(axes[0], arrays["rounds"], x.mean(0), x.std(0), name, color=c, alpha=0.2,
+              ls=_style(i)["ls"])
+        mean, se = _mean_se(arrays[f"{name}/totals/movement_cost"])
+        axes[1].bar(i, mean, yerr=se, color=c, capsize=4)
+        axes[1].text(i, mean, f"{mean:.1f}", ha="center", va="bottom", fontsize=8)
         final = arrays[f"{name}/action"][:, -1, 0]
-        ax.scatter(i + rng.uniform(-0.15, 0.15, final.shape), final, s=10, color=c, alpha=0.6)
-        ax.errorbar(i + 0.3, final.mean(), yerr=final.std(), fmt="o", color=c, capsize=3)
-    ax.axhline(s_star, color="k", ls="--", lw=1)
-    ax.set_xticks(range(len(names)), names)
-    _finish(ax, legend=None, grid="y", ylabel="τ_T (each seed; mean ± 1 sd)", ylim=(-0.02, 1.02),
-            title=f"{n} seeds")
+        axes[2].scatter(i + rng.uniform(-0.15, 0.15, final.shape), final, s=10, color=c,
+                        alpha=0.6)
+        axes[2].errorbar(i + 0.3, final.mean(), yerr=final.std(), fmt="o", color=c, capsize=3)
+    axes[0].axhline(s_star, color="k", ls="--", lw=1, label=f"τ* = {s_star:.3f}")
+    _finish(axes[0], xlabel="round t", ylabel="threshold τ_t", ylim=(-0.02, 1.02), below=True,
+            legend_title=_over_seeds(n, "mean ± 1 sd (spread)"))
+    axes[1].set_xticks(range(len(names)), names)
+    _finish(axes[1], legend=None, grid="y", ylabel="cumulative movement cost at T",
+            ylim=(0, None), title=_over_seeds(n))
+    axes[2].axhline(s_star, color="k", ls="--", lw=1)
+    axes[2].set_xticks(range(len(names)), names)
+    _finish(axes[2], legend=None, grid="y", ylabel="τ_T (each seed; mean ± 1 sd)",
+            ylim=(-0.02, 1.02), title=f"{n} seeds")
     fig.suptitle(title or "threshold trajectory, movement, converged threshold")
     return _save(fig, path)
 
 
 def plot_all(arrays: dict, out_dir, name: str = "") -> list[Path]:
-    """Every standard figure of a run folder; returns the paths written.
-
-    A ``[grid]`` run gets ``grid.png`` and the other figures at each algorithm's best point.
-    """
+    """Every standard figure of a run folder; returns the paths written. A ``[grid]`` run gets
+    ``grid.png`` and the other figures at each algorithm's best point."""
     out = Path(out_dir)
     paths = []
     if "grid/values" in arrays:

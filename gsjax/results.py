@@ -1,8 +1,5 @@
-"""Result files, written atomically: a reader never sees half a file; and the summary
-statistic every result reports (:func:`mean_stderr`).
-
-Every writer goes to a temporary file in the destination folder, flushes and ``fsync``s it,
-then ``os.replace``s it onto the final name (atomic on POSIX within one file system).
+"""Result files, written atomically (a temporary file in the destination folder, ``fsync``ed,
+then ``os.replace``d onto the name: a reader never sees half a file), and :func:`mean_stderr`.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ def mean_stderr(x) -> dict:
     """``{"mean", "stderr"}`` over the leading (seed) axis, as floats or lists (float64; the
     standard error is 0 for one seed)."""
     x = np.asarray(x, np.float64)
-    n = x.shape[0]
-    mean = x.mean(axis=0)
+    n, mean = x.shape[0], x.mean(axis=0)
     stderr = x.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
     if np.ndim(mean) == 0:
         return {"mean": float(mean), "stderr": float(stderr)}
@@ -69,9 +65,8 @@ _TMP_RANDOM = "[a-z0-9_]{8}"  # tempfile.mkstemp's random part
 
 
 def remove_orphan_tmps(path, tags: tuple[str, ...] = ()) -> None:
-    """Remove the temporary files a killed :func:`atomic_write_bytes` of ``path`` left beside
-    it (``.NAME.XXXXXXXX.tmp``, and ``.NAME.TAG.XXXXXXXX.tmp`` for each of ``tags``); call it
-    only while holding the lock that serialises writes to ``path``."""
+    """Remove the temporary files a killed :func:`atomic_write_bytes` of ``path`` left beside it
+    (``.NAME.[TAG.]XXXXXXXX.tmp``, TAG one of ``tags``), holding the lock on writes to ``path``."""
     path = Path(path)
     tag = f"(?:(?:{'|'.join(map(re.escape, tags))})\\.)?" if tags else ""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.{tag}{_TMP_RANDOM}\.tmp")
@@ -84,9 +79,8 @@ def remove_orphan_tmps(path, tags: tuple[str, ...] = ()) -> None:
 
 
 def remove_orphan_tmps_in(folder, suffixes: tuple[str, ...]) -> None:
-    """:func:`remove_orphan_tmps` for every name in ``folder`` ending with one of ``suffixes``
-    that a killed write left a temporary file of (a run folder's ``.json``, ``.npz`` and
-    ``.png`` files); the same locking rule applies."""
+    """:func:`remove_orphan_tmps` for every name ending with one of ``suffixes`` that a killed
+    write left a temporary file of in ``folder`` (same locking rule)."""
     folder = Path(folder)
     if not folder.is_dir():
         return

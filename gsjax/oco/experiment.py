@@ -1,14 +1,7 @@
-"""From an :class:`~gsjax.oco.config.OCOConfig` to results: build, run, summarise, fit, save.
-
-For each horizon ``T`` and algorithm entry, every budget point runs in one compiled program
-(``vmap`` over budgets inside ``vmap`` over seeds, :mod:`gsjax.oco.runner`) on the global seed
-ids ``seed_start ..`` shared by every entry; the run folder, chunks, checkpoints (run
-``ENTRY/T{T}``) and resume are :mod:`gsjax.experiment`'s.
-
-``summary.json`` gives, per entry, horizon and budget point, mean and standard error over seeds
-of the loss regret, the l1 movement, ``lambda`` x movement, the total regret, the switches and
-value changes, in all and per component; :func:`fit_exponents` fits their exponents in ``T``
-beside the paper's (Section 6.3), and :func:`tradeoff` the best budget.
+"""From an :class:`~gsjax.oco.config.OCOConfig` to results: per horizon ``T`` and entry, all
+budget points run in one program (:mod:`gsjax.oco.runner`), with :mod:`gsjax.experiment`'s run
+folder and checkpoints (run ``ENTRY/T{T}``); :func:`fit_exponents` fits exponents in ``T``
+beside the paper's (Section 6.3), :func:`tradeoff` the best budget.
 """
 
 from __future__ import annotations
@@ -74,8 +67,7 @@ def budget_matrix(entry: OCOEntry, horizon: int, k: int) -> np.ndarray:
 
 def entry_params(cfg: OCOConfig, entry: OCOEntry, horizon: int, dtype) -> tuple:
     """``(OCOParams (P, k), budgets (P, k))`` of one entry at one horizon (host-side rule)."""
-    spec = spec_of(cfg)
-    pc = cfg.problem
+    spec, pc = spec_of(cfg), cfg.problem
     k = spec.num_components
     g_comp, g_all = gradient_bounds(spec, pc.target_low, pc.target_high, pc.weights)
     d_comp, d_all = diameters(spec)
@@ -144,13 +136,9 @@ def _plan(cfg: OCOConfig, dtype, chunk_rounds: int | None = None) -> dict:
 def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
                    chunk_rounds: int | None = None, checkpoint_dir=None,
                    progress=None, checkpoint_every: float | None = None) -> OCOExperiment:
-    """Run every entry at every horizon over the same seeds.
-
-    ``chunk_rounds``: rounds per compiled chunk at every horizon (default
-    :func:`gsjax.runner.auto_chunk` per horizon); the numbers do not depend on it.
-    ``checkpoint_dir``, ``checkpoint_every`` and ``progress``: as
-    :func:`gsjax.experiment.run_sweeps`.
-    """
+    """Run every entry at every horizon over the same seeds. ``chunk_rounds``: rounds per
+    compiled chunk (default :func:`gsjax.runner.auto_chunk` per horizon; the numbers do not
+    depend on it); the rest as :func:`gsjax.experiment.run_sweeps`."""
     check(cfg)
     seed_ids = np.arange(seed_start, seed_start + cfg.seeds, dtype=np.uint32)
     with jax.enable_x64(cfg.dtype == "float64"):
@@ -182,9 +170,9 @@ def run_experiment(cfg: OCOConfig, seed_start: int = 0, log=None,
 
 
 def memory_needed(cfg: OCOConfig) -> int:
-    """:func:`gsjax.experiment.memory_estimate` of a run of ``cfg``: the largest carry of its
-    (entry, horizon) runs for every seed, every run's results for every seed and its records
-    for the first ``record_seeds``, from ``jax.eval_shape`` on one seed; nothing compiled."""
+    """:func:`gsjax.experiment.memory_estimate` of a run of ``cfg``: the largest carry, every
+    run's results for every seed and its records for the first ``record_seeds``, from
+    ``jax.eval_shape`` on one seed (nothing compiled)."""
     check(cfg)
     carry, kept = 0, 0
     with jax.enable_x64(cfg.dtype == "float64"):
@@ -218,8 +206,7 @@ def _point_label(run: OCORun, j: int) -> str | float | list:
 
 def summarise_point(run: OCORun, j: int, move_cost: float) -> dict:
     r = run.out.result
-    lr = r.loss_regret[:, j]
-    mv = r.movement[:, j]
+    lr, mv = r.loss_regret[:, j], r.movement[:, j]
     return {
         ("budget_exponent" if run.entry.budget_kind == "exponent" else "budget"):
             _point_label(run, j),
@@ -249,12 +236,9 @@ def paper_exponents(alpha: float) -> dict:
 def _wls_slope(x, y, se):
     """Slope and its standard error of y ~ c + e x, weights 1/se^2 (unit weights if se == 0)."""
     x, y, se = (np.asarray(v, np.float64) for v in (x, y, se))
-    weighted = bool(np.all(se > 0))
-    # Deterministic runs (se = 0 at some horizon, e.g. OGD against a deterministic adversary):
-    # ordinary least squares, its standard error from the residuals (nan with 2 points).
+    weighted = bool(np.all(se > 0))  # else (a deterministic run) OLS, its s.e. from residuals
     w = 1.0 / se**2 if weighted else np.ones_like(x)
-    xm = np.sum(w * x) / np.sum(w)
-    ym = np.sum(w * y) / np.sum(w)
+    xm, ym = (np.sum(w * v) / np.sum(w) for v in (x, y))
     sxx = np.sum(w * (x - xm) ** 2)
     slope = np.sum(w * (x - xm) * (y - ym)) / sxx
     if weighted:
@@ -305,15 +289,12 @@ def tradeoff(exp: OCOExperiment) -> list[dict]:
     """Per entry with >= 3 scalar budget points, horizon and lambda: the M minimising the mean
     total regret, beside the paper's bound optimum ``M* = (G T / (sqrt 2 lambda))^{2/3}``
     (from ``lambda D M + D G sqrt 2 T / sqrt M``)."""
-    cfg = exp.cfg
-    spec = spec_of(cfg)
-    _, g_all = gradient_bounds(spec, cfg.problem.target_low, cfg.problem.target_high,
-                               cfg.problem.weights)
+    cfg, pc = exp.cfg, exp.cfg.problem
+    _, g_all = gradient_bounds(spec_of(cfg), pc.target_low, pc.target_high, pc.weights)
     out = []
     for e in cfg.algorithms:
-        if e.budget_kind == "none" or any(isinstance(b, tuple) for b in e.budgets):
-            continue
-        if len(e.budgets) < 3:
+        if (e.budget_kind == "none" or any(isinstance(b, tuple) for b in e.budgets)
+                or len(e.budgets) < 3):
             continue
         for T in cfg.horizons:
             run = exp.runs[(e.name, T)]
@@ -366,10 +347,8 @@ def arrays(exp: OCOExperiment) -> dict:
 
 def merge(folders) -> tuple[OCOExperiment, dict]:
     """Combine run folders of one config over disjoint seed ranges, as
-    :func:`gsjax.experiment.merge`: per-seed results concatenated in seed order, the records of
-    the first ``record_seeds`` seeds kept (as one run over the whole range keeps them). Returns
-    the experiment and the ``meta`` timings summed over the folders (an OCO folder keeps only
-    their sums), for :func:`write_results`' ``extra_meta``."""
+    :func:`gsjax.experiment.merge` (the first ``record_seeds`` seeds' records kept); returns the
+    experiment and the folders' summed ``meta`` timings (for :func:`write_results`)."""
     parts = merge_parts(folders, parse_oco_config)
     arrs = [arr for _, _, arr, _ in parts]
     seed_ids = np.concatenate([arr["seed_ids"] for arr in arrs])
@@ -397,8 +376,7 @@ def merge(folders) -> tuple[OCOExperiment, dict]:
 
 def write_results(exp: OCOExperiment, out_dir, log=print, figures: bool | None = None,
                   extra_meta=None) -> dict:
-    """Write the run folder (:func:`gsjax.experiment.write_folder`, ``figures`` as there) of
-    an experiment."""
+    """Write the run folder of an experiment (:func:`gsjax.experiment.write_folder`)."""
     summary = summarise(exp)
     summary["meta"].update(extra_meta or {})
     arr = arrays(exp)

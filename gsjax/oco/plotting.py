@@ -28,10 +28,9 @@ def _fmt_alpha(a) -> str:
 
 
 def plot_rates(summary: dict, entry: str, path) -> Path:
-    plt = _plt()
     rows = [f for f in summary["fits"] if f["entry"] == entry]
     Ts = np.asarray(rows[0]["horizons"], float)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = _plt().subplots(1, 3, figsize=(13, 3.8))
     for ax, q, title in zip(axes, ("loss_regret", "movement", "total_regret"),
                             ("loss regret", "movement (l1)",
                              f"total regret (λ = {summary['meta']['move_cost']:g})")):
@@ -46,9 +45,8 @@ def plot_rates(summary: dict, entry: str, path) -> Path:
             ref = means[0] * (Ts / Ts[0]) ** row["paper"][q]
             ax.loglog(Ts, ref, ":", color=line.get_color(), lw=1)
         ax.set_title(f"{title}\nmeasured exponent (paper's, dotted)", fontsize=9)
-        # no legend when every mean is <= 0
-        _finish(ax, 7 if ax.get_legend_handles_labels()[0] else None, which="both", xlabel="T",
-                below=True)
+        _finish(ax, 7 if ax.get_legend_handles_labels()[0] else None,  # none: all means <= 0
+                which="both", xlabel="T", below=True)
     axes[0].set_ylabel(f"mean over {summary['meta']['seeds']} seeds")
     fig.suptitle(f"{summary['meta']['name']}: {entry}; means over {summary['meta']['seeds']} "
                  "seeds (the exponents' s.e. are in summary.json)", fontsize=10, y=1.04)
@@ -56,17 +54,13 @@ def plot_rates(summary: dict, entry: str, path) -> Path:
 
 
 def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
-    plt = _plt()
     hs = summary["algorithms"][entry]["horizons"]
     T = max(hs, key=int)
-    pts = hs[T]
+    pts = [hs[T][i] for i in np.argsort([p["M"][0] for p in hs[T]])]
     M = np.asarray([p["M"][0] for p in pts])
-    order = np.argsort(M)
-    lr = np.asarray([p["loss_regret"]["mean"] for p in pts])[order]
-    lr_se = np.asarray([p["loss_regret"]["stderr"] for p in pts])[order]
-    mv = np.asarray([p["movement"]["mean"] for p in pts])[order]
-    M = M[order]
-    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    lr, lr_se = (np.asarray([p["loss_regret"][s] for p in pts]) for s in ("mean", "stderr"))
+    mv = np.asarray([p["movement"]["mean"] for p in pts])
+    fig, ax = _plt().subplots(figsize=(6.2, 4.0))
     ax.errorbar(M, lr, yerr=lr_se, fmt="o-", color="k", lw=1.4, ms=3, label="loss regret")
     for m, lam in enumerate(move_costs):
         line, = ax.plot(M, lr + lam * mv, "-", marker=_MARKERS[(m + 1) % len(_MARKERS)], lw=1.2,
@@ -84,14 +78,13 @@ def plot_tradeoff(summary: dict, entry: str, path, move_costs) -> Path:
 
 
 def plot_per_component(summary: dict, path) -> Path | None:
-    plt = _plt()
-    entries = [(n, a) for n, a in summary["algorithms"].items()]
     T = str(max(summary["meta"]["horizons"]))
-    entries = [(n, a["horizons"][T][0]) for n, a in entries if len(a["horizons"][T]) == 1]
+    entries = [(n, a["horizons"][T][0]) for n, a in summary["algorithms"].items()
+               if len(a["horizons"][T]) == 1]
     if len(entries) < 2:  # a comparison of single-budget entries (section6_heterogeneous)
         return None
     k = len(entries[0][1]["loss_regret_per_component"]["mean"])
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = _plt().subplots(1, 3, figsize=(14, 3.8))
     for ax, key, title in zip(axes, ("loss_regret_per_component", "movement_per_component",
                                      "switches"), ("loss regret", "movement (l1)", "switches")):
         series = [(name, pt[key]["mean"], pt[key]["stderr"]) for name, pt in entries]
@@ -104,18 +97,16 @@ def plot_per_component(summary: dict, path) -> Path | None:
 
 
 def plot_trajectory(cfg, arrays: dict, path, max_points: int = 3) -> Path | None:
-    plt = _plt()
     T = min(cfg.horizons)
-    lazy = [e for e in cfg.algorithms
-            if e.algorithm != "ogd" and f"{e.name}/T{T}/records/s" in arrays]
-    if not lazy:
+    e = next((e for e in cfg.algorithms
+              if e.algorithm != "ogd" and f"{e.name}/T{T}/records/s" in arrays), None)
+    if e is None:
         return None
-    e = lazy[0]
     pre = f"{e.name}/T{T}"
     rounds = arrays[f"{pre}/rounds"]
     s, w, M = arrays[f"{pre}/records/s"], arrays[f"{pre}/records/w"], arrays[f"{pre}/budgets"]
     pts = np.unique(np.linspace(0, len(M) - 1, min(max_points, len(M))).astype(int))
-    fig, axes = plt.subplots(len(pts), 1, figsize=(8, 2.2 * len(pts)), squeeze=False)
+    fig, axes = _plt().subplots(len(pts), 1, figsize=(8, 2.2 * len(pts)), squeeze=False)
     for ax, j in zip(axes[:, 0], pts):
         ax.plot(rounds, w[0, j, :, 0], lw=0.8, color="0.6", label="virtual iterate w_t")
         ax.step(rounds, s[0, j, :, 0], where="post", lw=1.3, color="C0", label="deployed s_t")
