@@ -1,17 +1,13 @@
-"""Counter-based normals: Philox-4x32-10 in ``jax.numpy``, so that XLA fuses it into a round.
+"""Counter-based normals: Philox-4x32-10 (Salmon et al., SC'11) in ``jax.numpy``, fused by XLA.
 
-A draw is a pure function of ``(root, seed id, round, index)`` (DESIGN section 3): the Philox key
-is ``(root, seed_id)`` and the counter ``(block, round, stream, 0)``, ``block`` numbering the
-4-word outputs of one (seed, round, stream). No state is carried and no key split, so a seed's
-numbers do not depend on batch size, chunking, device count or resume point; every argument
-broadcasts (``(S,)`` seed ids give ``(..., S)`` draws, the seed axis last). Philox-4x32-10 is
-Salmon et al.'s (SC'11, Random123).
-
-Normals are ``z = sqrt(2) erfinv(2u - 1)`` of one uniform ``u`` in (0, 1): in float32 ``u``
-takes the top 23 bits of one word (24 bits would round the largest ``2u - 1`` to 1.0 and
-``erfinv(1) = inf``); in float64 (needs ``jax_enable_x64``) 52 bits of two words. ``u`` and
-``2u - 1`` are exact, so every normal is finite. The precision is a property of the stream:
-cast the result, so float32 and float64 runs of a seed see the same noise.
+A draw is a pure function of ``(root, seed id, round, index)`` (DESIGN section 3): key
+``(root, seed_id)``, counter ``(block, round, stream, 0)``. No state is carried and no key split,
+so a seed's numbers do not depend on batch size, chunking, device count or resume point; every
+argument broadcasts (``(S,)`` seed ids give ``(..., S)`` draws). Normals are
+``sqrt(2) erfinv(2u - 1)`` of one uniform ``u`` in (0, 1) from 23 bits of one word (float32; 24
+bits would round the largest ``2u - 1`` to 1.0, ``erfinv(1) = inf``) or 52 bits of two (float64,
+needs ``jax_enable_x64``); ``u`` and ``2u - 1`` are exact, so every normal is finite. Cast the
+draws (the precision is the stream's), so float32 and float64 runs of a seed see the same noise.
 """
 
 from __future__ import annotations

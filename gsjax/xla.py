@@ -19,12 +19,10 @@ _accepted: dict = {}
 def compiler_options() -> dict:
     """The :data:`COMPILER_OPTIONS` this XLA knows on a CPU backend, else ``{}``.
 
-    YNNPACK fusions run the LCB's small batched contractions slower than XLA's own loops
-    (LinUCB sweep 1.8x faster without); the older loop emitter runs the sweeps 1.1-1.4x faster
-    and compiles faster than the MLIR fusion emitters; copy insertion with region analysis
-    drops copies of the round's loop-carried state (1.17-1.24x on one device). All give the same
-    bits (benchmarks/RESULTS.md). Each option is checked once per backend by compiling a trivial
-    program; an XLA without it runs with its default.
+    Each makes the sweeps faster with the same bits (benchmarks/RESULTS.md): no YNNPACK fusions
+    for the LCB's small batched contractions, the older loop emitter instead of the MLIR fusion
+    emitters, copy insertion with region analysis (fewer copies of the round's carried state).
+    Each is checked once per backend by compiling a trivial program.
     """
     backend = jax.default_backend()
     if backend not in _accepted:

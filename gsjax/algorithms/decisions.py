@@ -64,10 +64,6 @@ def _hard_union(truth, scopes, mask, n: int, slots=None, contiguous=False):
     return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
 
-def _hard_apply(reoptimise, free, solve, s_old, residual):
-    return jax.lax.cond(reoptimise, lambda _: solve(), lambda _: (s_old, residual), None)
-
-
 HARD = Logic(
     soft=False,
     fires=lambda growth, log_trigger: growth > log_trigger,
@@ -79,7 +75,8 @@ HARD = Logic(
     select=jnp.where,
     count=lambda x: x,
     solve_mask=lambda free: free,
-    apply=_hard_apply,
+    apply=lambda reoptimise, free, solve, s_old, residual: jax.lax.cond(
+        reoptimise, lambda _: solve(), lambda _: (s_old, residual), None),
     pick=lcb.first_pick,
 )
 

@@ -37,22 +37,14 @@ NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
 class Estimator(NamedTuple):
     """What a kernel learns (one seed). ``stats`` carry ``logdet`` ((c,) or ()), which the
-    trigger reads; ``graph`` is the estimator's extra state (``()`` when none).
+    trigger reads; ``graph`` is the estimator's extra state (``()`` when none)."""
 
-    * ``init(params, problem) -> (stats, graph)``
-    * ``observe(state, action, feedback, t, params, problem) -> (stats, graph)``
-    * ``radius(params, problem, graph, t) -> beta`` (the exploration radius after ``t`` rounds)
-    * ``objective(stats, graph, beta, problem) -> lcb.Objective``
-    * ``union(logic, criteria (c,), graph, problem) -> (n,)`` the OR of the criteria's scopes
-    * ``to_nodes(x (c,)) -> (k,)`` per-criterion values as the k criteria see them
-    """
-
-    init: Callable
-    observe: Callable
-    radius: Callable
-    objective: Callable
-    union: Callable
-    to_nodes: Callable
+    init: Callable  # (params, problem) -> (stats, graph)
+    observe: Callable  # (state, action, feedback, t, params, problem) -> (stats, graph)
+    radius: Callable  # (params, problem, graph, t) -> beta, the radius after t rounds
+    objective: Callable  # (stats, graph, beta, problem) -> lcb.Objective
+    union: Callable  # (logic, criteria (c,), graph, problem) -> (n,): OR of their scopes
+    to_nodes: Callable  # x (c,) -> (k,): per-criterion values as the k criteria see them
 
 
 def oful_norm_sq(params: AgentParams, default: jax.Array) -> jax.Array:
