@@ -17,8 +17,6 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-_YNN = "xla_cpu_experimental_ynn_fusion_type"
-
 
 def _xla_knows(flag: str) -> bool:
     """Whether the installed jaxlib's XLA has the option ``flag`` (its name is in jaxlib's
@@ -39,34 +37,21 @@ def _xla_knows(flag: str) -> bool:
         return m.find(flag.encode()) >= 0
 
 
-def _default_xla_flag(flag: str, value: str) -> None:
-    """``--flag=value`` added to ``XLA_FLAGS`` unless it names ``flag`` already or this XLA does
-    not know it; XLA reads the variable when its first computation starts."""
-    if flag not in os.environ.get("XLA_FLAGS", "") and _xla_knows(flag):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{flag}={value}".strip()
-
-
-# XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (jax 0.10.2: a fused
-# ``<phi, theta> - phi' V phi`` over k > 4096 criteria; tests/test_dp.py), and run gsjax's small
-# batched contractions slower than XLA's own loops: off for every computation of a process that
-# imports gsjax before its first JAX computation, where this XLA has the option (the sweeps also
-# pass it as a compile option, gsjax.xla.COMPILER_OPTIONS). An XLA_FLAGS that names the
-# option already is left as it is.
-_default_xla_flag(_YNN, "")
+# XLA:CPU's YNNPACK fusions compute float32 rows past 4096 wrongly (tests/test_dp.py) and run
+# gsjax's small batched contractions slowly: off for a process that imports gsjax before its
+# first JAX computation (the sweeps also pass it as a compile option, gsjax.xla), unless
+# XLA_FLAGS names it already or this XLA does not know it.
+_YNN = "xla_cpu_experimental_ynn_fusion_type"
+if _YNN not in os.environ.get("XLA_FLAGS", "") and _xla_knows(_YNN):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_YNN}=".strip()
 
 if TYPE_CHECKING:  # loaded on first use, by __getattr__ below
     from gsjax import algorithms, graphs, lcb, linalg, problem, runner
     from gsjax.algorithms import REGISTRY, AgentParams, AgentSpec, BanditAlgorithm
     from gsjax.config import ConfigError, ExperimentConfig, load_config, parse_config
     from gsjax.graphs import Scopes, block_scopes, check_scopes, graph_scopes, scopes_from_rows
-    from gsjax.problem import (
-        Environment,
-        Feedback,
-        Problem,
-        Structure,
-        make_problem,
-        make_structure,
-    )
+    from gsjax.problem import (Environment, Feedback, Problem, Structure, make_problem,
+                               make_structure)
     from gsjax.runner import run, seed_keys, sweep
     from gsjax.tuner import Tuner, TunerError
 

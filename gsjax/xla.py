@@ -1,9 +1,5 @@
-"""How gsjax compiles its top-level programs: the XLA options of every sweep, chunk and problem
-build, and :func:`jit`, ``jax.jit`` with them.
-
-A problem is built (:func:`gsjax.problem.compiled_build`, :mod:`gsjax.experiment`) and run
-(:mod:`gsjax.runner`) by programs compiled with the same options, so that building a problem
-directly and from a config give the same bits.
+"""The XLA options of gsjax's top-level programs (sweeps, chunks, problem builds) and
+:func:`jit`, ``jax.jit`` with them: a problem built directly or from a config gives the same bits.
 """
 
 from __future__ import annotations
@@ -21,19 +17,12 @@ _accepted: dict = {}
 
 
 def compiler_options() -> dict:
-    """:data:`COMPILER_OPTIONS` on a CPU backend whose XLA knows them, else ``{}``.
+    """The :data:`COMPILER_OPTIONS` this XLA knows on a CPU backend, else ``{}``.
 
-    On CPU, XLA hands fusions holding small batched contractions (the LCB's quadratic forms
-    over ``(seeds, k, vertices, d)``) to YNNPACK, which runs them slower than its own loops:
-    turning that off made the Section 7.2 LinUCB sweep 1.8x faster (``benchmarks/run.py``).
-    XLA's newer (MLIR) fusion emitters are off too: its older loop emitter ran the Section 7.2
-    sweeps 1.1-1.4x faster with outputs equal bit for bit (``benchmarks/compiler_flags.py``),
-    and compiles faster (a problem build of ``configs/section7_2.toml``: 0.61 s against 0.85 s,
-    the same bits). Copy insertion with region analysis drops some of the copies of the
-    round's loop-carried state (LinUCB 8 -> 5 a round, lazy 11 -> 8): the sweeps on one device
-    run 1.17-1.24x faster, the same bits (on two host devices 0.98-1.01x; RESULTS.md,
-    2026-12-06). Each option is checked once per backend by compiling a trivial program; an
-    XLA without it runs with its default instead of failing.
+    Each makes the sweeps faster with the same bits (benchmarks/RESULTS.md): no YNNPACK fusions
+    for the LCB's small batched contractions, the older loop emitter instead of the MLIR fusion
+    emitters, copy insertion with region analysis (fewer copies of the round's carried state).
+    Each is checked once per backend by compiling a trivial program.
     """
     backend = jax.default_backend()
     if backend not in _accepted:
@@ -55,6 +44,5 @@ def _accepts(options: dict) -> bool:
 
 def jit(fn, **kwargs):
     """``jax.jit(fn, **kwargs)`` with :func:`compiler_options`, for a top-level program (XLA
-    takes options only there: jitted parts are plain ``jax.jit``, and
-    :func:`gsjax.runner.drive` passes the options when it compiles them)."""
+    takes options only there)."""
     return jax.jit(fn, compiler_options=compiler_options(), **kwargs)

@@ -2,35 +2,17 @@
 
 ``REGISTRY[name](structure, spec, logic=HARD) -> BanditAlgorithm``; ``logic`` is
 :data:`~gsjax.algorithms.decisions.HARD` (the paper's algorithms) or
-:func:`~gsjax.algorithms.decisions.soft` (their relaxed form). Later algorithms register
-themselves with :func:`register`.
+:func:`~gsjax.algorithms.decisions.soft` (their relaxed form); :func:`register` adds more.
 """
 
 from gsjax.algorithms import adaptive, joint_lazy
-from gsjax.algorithms.base import (
-    AgentParams,
-    AgentSpec,
-    BanditAlgorithm,
-    BanditInfo,
-    BanditState,
-    SolveRequest,
-)
+from gsjax.algorithms.base import (AgentParams, AgentSpec, BanditAlgorithm, BanditInfo,
+                                   BanditState, SolveRequest)
 from gsjax.algorithms.decisions import HARD, Logic
 from gsjax.algorithms.kernel import node_recipe
 
-__all__ = [
-    "REGISTRY",
-    "register",
-    "make",
-    "AgentParams",
-    "AgentSpec",
-    "BanditAlgorithm",
-    "BanditInfo",
-    "BanditState",
-    "SolveRequest",
-    "HARD",
-    "Logic",
-]
+__all__ = ["REGISTRY", "register", "make", "AgentParams", "AgentSpec", "BanditAlgorithm",
+           "BanditInfo", "BanditState", "SolveRequest", "HARD", "Logic"]
 
 REGISTRY = {
     "linucb": node_recipe("linucb"),

@@ -1,17 +1,11 @@
 """Types shared by the bandit algorithms: params, static spec, state, info, the algorithm triple.
 
-An algorithm is three pure functions over NamedTuple states (BlackJAX/Optax shape), for ONE
-seed; the runner adds ``lax.scan`` over rounds and ``vmap`` over seeds:
-
-* ``init(key, params, problem) -> BanditState`` -- prior statistics and the first policy;
-* ``act(key, state, params, problem) -> (action, state)`` -- the state to play this round;
-* ``update(key, state, action, feedback, params, problem) -> (state, BanditInfo)`` -- add the
-  round's observation, decide whether to re-optimise, and if so compute the next policy.
-
-``update`` is ``prepare`` (statistics, trigger, references: cheap) followed, when the returned
-:class:`SolveRequest` asks for it, by ``solve`` (the LCB minimisation: expensive); the two
-halves let a batched runner solve only the seeds that triggered (:func:`gsjax.runner.make_sweep`
-with ``compact=True``); ``update`` is the reference form.
+An algorithm is pure functions over NamedTuple states, for ONE seed (the runner adds
+``lax.scan`` over rounds and ``vmap`` over seeds): ``init(key, params, problem) -> BanditState``,
+``act(key, state, params, problem) -> (action, state)``, and
+``update(key, state, action, feedback, params, problem) -> (state, BanditInfo)``, which is
+``prepare`` (statistics, trigger, references: cheap) then, when its :class:`SolveRequest` asks,
+``solve`` (the LCB minimisation), so a batched runner can solve only the seeds that triggered.
 """
 
 from __future__ import annotations
@@ -27,15 +21,8 @@ import numpy as np
 from gsjax.checks import check_bounds, check_float_dtype, shape_and_values
 from gsjax.linalg import RidgeStats
 
-__all__ = [
-    "AgentParams",
-    "AgentSpec",
-    "BanditState",
-    "BanditInfo",
-    "SolveRequest",
-    "BanditAlgorithm",
-    "with_reference",
-]
+__all__ = ["AgentParams", "AgentSpec", "BanditState", "BanditInfo", "SolveRequest",
+           "BanditAlgorithm", "with_reference"]
 
 
 class AgentParams(NamedTuple):
@@ -48,45 +35,31 @@ class AgentParams(NamedTuple):
     oful_delta: jax.Array  # () OFUL confidence level
     oful_S: jax.Array  # () OFUL bound on ||theta*||
     oful_sigma: jax.Array  # (k,) OFUL sub-Gaussian noise scale
-    # (k,) OFUL bound L on ||phi_i(s)||; None: the feature map's (feature_norm_sq_bound)
-    oful_L: jax.Array | None = None
-    # () the global doubling's reference reading as a traced value, 1.0 "own" (only the
-    # triggering criteria's references reset), 0.0 "global"; None: ``AgentSpec.reference``
-    # (static). Traced, both readings run one compiled program (:func:`with_reference`).
+    oful_L: jax.Array | None = None  # (k,) OFUL bound on ||phi_i(s)||; None: the feature map's
+    # () traced reference reading, 1.0 "own", 0.0 "global"; None: ``AgentSpec.reference``
     own_reference: jax.Array | None = None
-    # () 1.0: the lazy kinds decide per criterion (async_lazy), 0.0 globally (lazy); None: the
-    # algorithm's own kind (static). Traced with ``own_reference``, lazy and async_lazy run one
-    # compiled program (:func:`with_reference`).
+    # () traced 1.0: decide per criterion (async_lazy), 0.0 globally (lazy); None: the kind's
+    # own. With ``own_reference``, lazy and async_lazy share one program (:func:`with_reference`)
     per_criterion: jax.Array | None = None
 
     @classmethod
-    def create(
-        cls,
-        k: int,
-        *,
-        lambda_reg=1.0,
-        beta=1.0,
-        pgd_lr=0.05,
-        trigger_ratio=2.0,
-        oful_delta=0.1,
-        oful_S=1.0,
-        oful_sigma=0.5,
-        oful_L=None,
-        dtype=jnp.float32,
-    ) -> AgentParams:
-        """Checked params for ``k`` criteria; per-criterion fields broadcast from a scalar.
+    def create(cls, k: int, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, trigger_ratio=2.0,
+               oful_delta=0.1, oful_S=1.0, oful_sigma=0.5, oful_L=None,
+               dtype=jnp.float32) -> AgentParams:
+        """Checked params for ``k`` criteria.
 
         ``lambda_reg``, ``beta``, ``oful_sigma`` and ``oful_L`` are a scalar or ``k`` values
-        (``oful_L = None``: the bound the problem's feature map implies); the others are
-        scalars; ``log_trigger = log(trigger_ratio)`` (computed in float64 for a concrete
-        ratio, as :mod:`gsjax.experiment` does). The ranges are the config layer's
-        (:mod:`gsjax.config`): every value finite, ``lambda_reg > 0``, ``beta >= 0``,
-        ``pgd_lr > 0``, ``trigger_ratio > 1``, ``0 < oful_delta < 1``, ``oful_S > 0``,
-        ``oful_sigma >= 0``, ``oful_L > 0``; ``k`` an integer ``>= 1``; ``dtype`` floating. A
-        violation is a ``ValueError`` naming the field. Traced values (``create`` called under
-        ``vmap``/``jit``) have their shapes checked, not their values.
+        (``oful_L = None``: the feature map's bound); the others are scalars;
+        ``log_trigger = log(trigger_ratio)`` (float64 for a concrete ratio). Ranges (as
+        :mod:`gsjax.config`): all finite, ``lambda_reg > 0``, ``beta >= 0``, ``pgd_lr > 0``,
+        ``trigger_ratio > 1``, ``0 < oful_delta < 1``, ``oful_S > 0``, ``oful_sigma >= 0``,
+        ``oful_L > 0``, ``k >= 1`` an integer, ``dtype`` floating; a violation is a
+        ``ValueError`` naming the field. Traced values have only their shapes checked.
         """
-        k = _check_k(k)
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"{_WHERE}: k: must be an integer >= 1 (the number of criteria), "
+                             f"got {k!r}")
+        k = int(k)
         check_float_dtype(dtype, f"{_WHERE}: dtype")
         per = lambda v, name, **b: _checked(v, name, dtype, k, **b)[0]  # noqa: E731
         one = lambda v, name, **b: _checked(v, name, dtype, **b)[0]  # noqa: E731
@@ -104,22 +77,14 @@ class AgentParams(NamedTuple):
 
 def with_reference(params: AgentParams, spec: AgentSpec, per_criterion: bool = False
                    ) -> AgentParams:
-    """``params`` carrying ``spec.reference`` (``own_reference``) and whether the lazy kind
-    decides per criterion (``per_criterion``: async_lazy) as traced values, so that lazy of
-    either reading and async_lazy trace, and compile, to one program."""
+    """``params`` with ``spec.reference`` and ``per_criterion`` (async_lazy) as traced values,
+    so that lazy of either reading and async_lazy compile to one program."""
     dtype = params.log_trigger.dtype
     return params._replace(own_reference=jnp.asarray(spec.reference == "own", dtype),
                            per_criterion=jnp.asarray(per_criterion, dtype))
 
 
 _WHERE = "AgentParams.create"
-
-
-def _check_k(k) -> int:
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"{_WHERE}: k: must be an integer >= 1 (the number of criteria), "
-                         f"got {k!r}")
-    return int(k)
 
 
 def _checked(value, name: str, dtype, k: int | None = None, **bounds):
@@ -165,7 +130,7 @@ class AgentSpec:
 class BanditState(NamedTuple):
     """What the next round needs."""
 
-    stats: RidgeStats  # per criterion: data_gram (k,d,d), lam (k,), inv (k,d,d), b (k,d), logdet (k,)
+    stats: RidgeStats  # per criterion: data_gram, inv (k,d,d), lam, logdet (k,), b (k,d)
     logdet_ref: jax.Array  # (k,) log det V at each criterion's reference (last update)
     s: jax.Array  # (n,) active policy s_active, the state played next round
     t: jax.Array  # () int32, observations so far
@@ -190,15 +155,14 @@ class SolveRequest(NamedTuple):
 
 
 class BanditAlgorithm(NamedTuple):
-    """An algorithm as pure functions with its static settings bound by closure
+    """An algorithm as pure functions, its static settings bound by closure
     (:func:`gsjax.algorithms.kernel.make_kernel` builds every one).
 
-    ``update`` is ``prepare`` then, when its request asks, ``solve``. ``always_solves`` marks
-    algorithms that re-optimise every round (no compaction possible). ``describe(state,
-    problem) -> dict[str, Array]`` reduces ONE seed's final state to small diagnostics (e.g.
-    the learned graph of ``adaptive_lazy``; empty for most); the runner returns them per seed as
-    :attr:`gsjax.runner.SweepResult.final`. ``relaxed``: built with the soft logic, so its
-    update counts are probabilities (floats). ``exact``: its solver's residual is always 0.
+    ``update`` is ``prepare`` then, when its request asks, ``solve``. ``always_solves``: it
+    re-optimises every round (no compaction). ``describe(state, problem) -> dict[str, Array]``
+    reduces ONE seed's final state to small diagnostics (:attr:`gsjax.runner.SweepResult.final`;
+    e.g. ``adaptive_lazy``'s learned graph). ``relaxed``: built with the soft logic (update
+    counts are probabilities). ``exact``: its solver's residual is always 0.
     """
 
     name: str

@@ -1,23 +1,11 @@
 r"""The two decisions of a bandit kernel, hard or soft: the trigger gate and the argmin.
 
-A :class:`Logic` is the part of a kernel that turns numbers into decisions. The schedules
-(:mod:`gsjax.algorithms.schedules`) are written once over it, and the kernel
-(:mod:`gsjax.algorithms.kernel`) applies its decision through it, so every algorithm has a hard
-form and a relaxed (differentiable) form built from the same code:
-
-* :data:`HARD` -- truth values are booleans. Criterion ``i`` fires when
-  ``log det V_i - log det V_i(ref) > log c``; "any" is ``jnp.any``; a decision selects with
-  ``jnp.where``; the policy is re-minimised inside a ``lax.cond`` over the free coordinates only,
-  and the solver keeps its best candidate (:func:`gsjax.lcb.first_pick`).
-* :func:`soft` -- a truth value is stored as ``log P(false)`` (so an OR is a sum, exact in the
-  tails and with finite gradients). Criterion ``i`` fires with probability
-  ``g_i = \sigma((\log\det V_i - \log\det V_i^{\rm ref} - \log c)/\tau)``; "any" of several is
-  ``1 - \prod (1 - g_i)``; a decision blends, ``p a + (1 - p) b`` (the references, and the policy
-  ``s = G s_solved + (1 - G) s_old`` per coordinate); the solver runs every round over every
-  coordinate and averages its candidates with soft-min weights (:func:`gsjax.lcb.softmin_pick`).
-
-As ``tau, tau_s -> 0`` every soft value tends to the hard one, so the relaxed run is the hard run
-on the same keys (``tests/test_relaxed.py``).
+The schedules and the kernel decide through a :class:`Logic`, so every algorithm has a hard and a
+relaxed form. :data:`HARD`: booleans, the policy re-minimised in a ``lax.cond`` over the free
+coordinates. :func:`soft`: a truth value is stored as ``log P(false)`` (an OR is a sum, exact in
+the tails, finite gradients); criterion ``i`` fires with probability
+``sigmoid((log det V_i - log det V_i(ref) - log c) / tau)``, decisions blend ``p a + (1 - p) b``,
+and the solver runs every round, averaging its candidates with soft-min weights.
 """
 
 from __future__ import annotations
@@ -76,11 +64,6 @@ def _hard_union(truth, scopes, mask, n: int, slots=None, contiguous=False):
     return jnp.zeros((n,), jnp.int32).at[scopes.reshape(-1)].max(hit) > 0
 
 
-def _hard_apply(reoptimise, free, solve, s_old, residual):
-    del free
-    return jax.lax.cond(reoptimise, lambda _: solve(), lambda _: (s_old, residual), None)
-
-
 HARD = Logic(
     soft=False,
     fires=lambda growth, log_trigger: growth > log_trigger,
@@ -92,7 +75,8 @@ HARD = Logic(
     select=jnp.where,
     count=lambda x: x,
     solve_mask=lambda free: free,
-    apply=_hard_apply,
+    apply=lambda reoptimise, free, solve, s_old, residual: jax.lax.cond(
+        reoptimise, lambda _: solve(), lambda _: (s_old, residual), None),
     pick=lcb.first_pick,
 )
 
@@ -102,7 +86,7 @@ def soft(relax: RelaxParams) -> Logic:
     prob = lambda log_not: -jnp.expm1(log_not)  # noqa: E731
 
     def union(log_not, scopes, mask, n: int, slots=None, contiguous=False):
-        del slots, contiguous  # the relaxed form keeps its scatter-add (not a hot path)
+        # the relaxed form ignores slots/contiguous: its scatter-add is not a hot path
         contrib = jnp.where(mask, log_not[:, None], 0.0).reshape(-1)
         return jnp.zeros((n,), log_not.dtype).at[scopes.reshape(-1)].add(contrib)
 
@@ -111,10 +95,8 @@ def soft(relax: RelaxParams) -> Logic:
         return p * a + (1.0 - p) * b
 
     def apply(reoptimise, free, solve, s_old, residual):
-        del reoptimise, residual
         s_new, res = solve()
-        gate = prob(free)
-        return gate * s_new + (1.0 - gate) * s_old, res
+        return select(free, s_new, s_old), res  # the policy blended per coordinate
 
     return Logic(
         soft=True,

@@ -1,31 +1,17 @@
 r"""One bandit kernel, built from parts: estimator x schedule x solver x logic.
 
-Every algorithm of gsjax is :func:`make_kernel` applied to four parts (the way BlackJAX builds
-kernels from a few functions and Optax chains transformations):
+Every algorithm is :func:`make_kernel` of an :class:`Estimator` (what is learnt and how the LCB
+reads it: :func:`ridge`, :mod:`~gsjax.algorithms.joint_lazy`, :mod:`~gsjax.algorithms.adaptive`),
+a :class:`~gsjax.algorithms.schedules.Schedule` (when to re-minimise, over which coordinates), a
+solver (``spec.solver``: vertex enumeration, the DP of :mod:`gsjax.dp`, or PGD) and a
+:class:`~gsjax.algorithms.decisions.Logic` (hard decisions, or soft ones: :mod:`gsjax.relaxed`).
+A round: ``t <- t + 1``, the estimator adds the observation, criterion ``i`` fires when
+``log det V_i - log det V_i(ref) > log c``, the schedule decides, the solver re-minimises the LCB
+over the free coordinates. The first policy is ``argmin LCB_0`` from ``s0``, not an update.
 
-* an :class:`Estimator` -- what is learnt and how the LCB reads it: per-criterion ridge
-  (:func:`ridge`), the joint estimator of Section 5.3 (:mod:`gsjax.algorithms.joint_lazy`), ridge
-  restricted to a learned graph (:mod:`gsjax.algorithms.adaptive`);
-* a :class:`~gsjax.algorithms.schedules.Schedule` -- when to re-minimise and over which
-  coordinates (every round, the doubling trigger with either reference reading, per criterion);
-* a solver -- ``spec.solver``: exact vertex enumeration, the exact DP of :mod:`gsjax.dp`, or
-  PGD (:func:`solve_objective`);
-* a :class:`~gsjax.algorithms.decisions.Logic` -- hard decisions (the algorithms of the paper)
-  or soft ones (their relaxed, differentiable form; :mod:`gsjax.relaxed`).
-
-The round: ``t <- t + 1``; the estimator adds the observation; criterion ``i`` fires when
-``log det V_i - log det V_i(ref) > log c``; the schedule decides; the solver re-minimises the LCB
-(:mod:`gsjax.lcb`) over the free coordinates, in a ``lax.cond`` (hard) or every round with the
-policy blended (soft). ``prepare`` is the cheap half (statistics, trigger, references) and
-``solve`` the expensive one, so a batched runner can solve only the seeds that fired
-(:func:`gsjax.runner.advance_compact`). The first policy is ``argmin LCB_0`` (prior statistics) from
-``s0``, not counted as an update; the update of round ``t`` gives the policy of round ``t + 1``.
-
-Exploration radius: ``beta_mode = "constant"`` uses ``params.beta``; ``"oful"`` uses Lemma 12,
-``beta_{t,i} = sigma sqrt(d_i log((1 + t L_i^2 / lambda_i) / delta)) + sqrt(lambda_i) S`` with
-``d_i`` the criterion's real feature count and ``L_i`` a bound on ``||phi_i(s)||`` over the box:
-``params.oful_L`` when set, else the feature map's (``Environment.feature_norm_sq_bound``:
-``L_i^2 = d_i`` for linear and quadratic features, ``2`` for random Fourier features).
+``beta_mode = "oful"`` (Lemma 12):
+``beta_{t,i} = sigma sqrt(d_i log((1 + t L_i^2 / lambda_i) / delta)) + sqrt(lambda_i) S``, ``d_i``
+the criterion's real feature count, ``L_i^2`` ``params.oful_L ** 2`` or the feature map's bound.
 """
 
 from __future__ import annotations
@@ -50,37 +36,26 @@ NODE_KINDS = ("linucb", "lazy", "async_lazy")
 
 
 class Estimator(NamedTuple):
-    """What a kernel learns (one seed). ``stats`` carry ``logdet`` ((c,) or ()), the
-    determinants the trigger reads; ``graph`` is the estimator's own extra state (``()`` when
-    none).
+    """What a kernel learns (one seed). ``stats`` carry ``logdet`` ((c,) or ()), which the
+    trigger reads; ``graph`` is the estimator's extra state (``()`` when none)."""
 
-    * ``init(params, problem) -> (stats, graph)``
-    * ``observe(state, action, feedback, t, params, problem) -> (stats, graph)``
-    * ``radius(params, problem, graph, t) -> beta`` (the exploration radius after ``t`` rounds)
-    * ``objective(stats, graph, beta, problem) -> lcb.Objective``
-    * ``union(logic, criteria (c,), graph, problem) -> (n,)`` the OR of the criteria's scopes
-    * ``to_nodes(x (c,)) -> (k,)`` per-criterion values as the k criteria see them
-    """
-
-    init: Callable
-    observe: Callable
-    radius: Callable
-    objective: Callable
-    union: Callable
-    to_nodes: Callable
+    init: Callable  # (params, problem) -> (stats, graph)
+    observe: Callable  # (state, action, feedback, t, params, problem) -> (stats, graph)
+    radius: Callable  # (params, problem, graph, t) -> beta, the radius after t rounds
+    objective: Callable  # (stats, graph, beta, problem) -> lcb.Objective
+    union: Callable  # (logic, criteria (c,), graph, problem) -> (n,): OR of their scopes
+    to_nodes: Callable  # x (c,) -> (k,): per-criterion values as the k criteria see them
 
 
 def oful_norm_sq(params: AgentParams, default: jax.Array) -> jax.Array:
-    """(k,) ``L_i^2`` of the OFUL radius: ``params.oful_L ** 2`` when set, else ``default``
-    (the feature map's bound, :func:`gsjax.problem.feature_norm_sq_bound`)."""
+    """(k,) ``L_i^2`` of the OFUL radius: ``params.oful_L ** 2`` when set, else ``default``."""
     return default if params.oful_L is None else params.oful_L ** 2
 
 
 def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Array,
                        norm_sq: jax.Array, t) -> jax.Array:
     """(k,) ``beta_{t,i}`` after ``t`` observations; ``d_i`` counts the True entries of
-    ``feat_mask`` (k, d) (the problem's real features, or a learned graph's kept ones) and
-    ``norm_sq`` (k,) is the feature map's ``L_i^2`` for them (replaced by ``params.oful_L``)."""
+    ``feat_mask`` (k, d) and ``norm_sq`` (k,) is the feature map's ``L_i^2`` for them."""
     if spec.beta_mode == "constant":
         return params.beta
     d_i = jnp.sum(feat_mask, axis=-1).astype(params.lambda_reg.dtype)
@@ -91,8 +66,7 @@ def exploration_radius(spec: AgentSpec, params: AgentParams, feat_mask: jax.Arra
 
 def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = False) -> None:
     """``ValueError`` for an unknown solver or reference, or vertices on non-linear features;
-    ``"dp"`` also needs per-criterion linear terms (``per_criterion``: the node kinds) and a
-    ``spec.dp_plan`` of the structure's scopes (:func:`gsjax.dp.make_plan`)."""
+    ``"dp"`` also needs :func:`dp_applies` and a ``spec.dp_plan`` of the structure's scopes."""
     if spec.solver not in ("vertex", "pgd", "dp"):
         raise ValueError(f"unknown solver {spec.solver!r}; allowed: ('vertex', 'pgd', 'dp')")
     if spec.reference not in ("global", "own"):
@@ -116,8 +90,7 @@ def check_solver(structure: Structure, spec: AgentSpec, per_criterion: bool = Fa
 
 
 def dp_applies(structure: Structure, per_criterion: bool) -> bool:
-    """Whether solver ``"dp"`` can minimise this LCB: per-criterion (``per_criterion``: the
-    node kinds) linear terms on the linear model's coordinates."""
+    """Whether solver ``"dp"`` applies: per-criterion linear terms on the linear model."""
     return per_criterion and structure.features == "linear" and structure.env.coordinate_model
 
 
@@ -140,18 +113,15 @@ def solve_objective(key, spec: AgentSpec, params: AgentParams, objective: lcb.Ob
 
 
 def refresh_now(spec: AgentSpec, t):
-    """Whether round ``t`` recomputes ``V^{-1}``, ``log det V`` from the data Gram (static
-    True when every round does)."""
+    """Whether round ``t`` refreshes ``V^{-1}``, ``log det V`` (static True: every round)."""
     return True if spec.refresh_every == 1 else (t % spec.refresh_every) == 0
 
 
 def _keep(key, state, params, problem):
-    del key, params, problem
     return state.s, state
 
 
 def _always(t):
-    del t
     return True, False
 
 
@@ -159,15 +129,14 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
                 schedule: schedules.Schedule, logic: Logic = HARD, *, act: Callable = _keep,
                 phase: Callable = _always, first_policy: bool = True,
                 describe: Callable | None = None) -> BanditAlgorithm:
-    """The :class:`BanditAlgorithm` of the parts (see the module docstring).
+    """The :class:`BanditAlgorithm` of the parts.
 
     Args:
       act: ``act(key, state, params, problem) -> (action, state)``; default plays ``state.s``.
-      phase: ``phase(t) -> (playing, forced)``: the trigger counts only while ``playing`` and
-        ``forced`` re-minimises everything (the warm-up and refinement round of Section 5.2);
-        default ``(True, False)``.
+      phase: ``phase(t) -> (playing, forced)``: the trigger counts only while ``playing``;
+        ``forced`` re-minimises everything (Section 5.2's warm-up and refinement round).
       first_policy: ``init`` computes ``argmin LCB_0`` (else the first policy is ``s0``).
-      describe: ``describe(state, problem) -> dict`` of one seed's final state (default: none).
+      describe: ``describe(state, problem) -> dict`` of one seed's final state.
     """
     n = structure.num_coords
     L, est = logic, estimator
@@ -191,7 +160,6 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     def prepare(key, state: BanditState, action, feedback: Feedback, params: AgentParams,
                 problem: Problem):
         """Statistics, trigger and references; the policy ``state.s`` is left unchanged."""
-        del key
         t = state.t + 1
         stats, graph = est.observe(state, action, feedback, t, params, problem)
         beta = est.radius(params, problem, graph, t.astype(problem.dtype))
@@ -224,10 +192,8 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
     def update(key, state, action, feedback, params, problem):
         state, request, info = prepare(key, state, action, feedback, params, problem)
         solve_ = lambda: solve_request(key, state, request, params, problem)  # noqa: E731
-        if direct:
-            s, res = solve_()
-        else:
-            s, res = L.apply(request.reoptimise, request.free, solve_, state.s, info.lcb_residual)
+        s, res = solve_() if direct else L.apply(request.reoptimise, request.free, solve_,
+                                                 state.s, info.lcb_residual)
         return state._replace(s=s), info._replace(lcb_residual=res)
 
     return BanditAlgorithm(
@@ -240,8 +206,7 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
 
 def ridge_init(params: AgentParams, problem: Problem, d: int, carry_inverse: bool = True,
                compensated: bool = False):
-    """``(stats, ())``: one prior ridge estimator of ``d`` features per criterion
-    (``carry_inverse``, ``compensated``: :func:`gsjax.linalg.init`'s)."""
+    """``(stats, ())``: a prior ridge estimator of ``d`` features per criterion (linalg.init)."""
     return jax.vmap(lambda lam: linalg.init(lam, d, problem.dtype, carry_inverse, compensated))(
         params.lambda_reg), ()
 

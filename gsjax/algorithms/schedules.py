@@ -1,32 +1,20 @@
-r"""When to re-minimise the LCB, and over which coordinates: the schedules of DESIGN section 2.
+r"""When to re-minimise the LCB, and over which coordinates (DESIGN section 2).
 
-A schedule turns the round's trigger condition (criterion ``i`` triggers when
-``log det V_i - log det V_i(ref) > log c``) into a :class:`Decision`: whether to re-minimise,
-the coordinates left free, the criteria that count an update, and the new references.
+A schedule turns the round's trigger into a :class:`Decision`:
 
-* :func:`every_round` -- standard LinUCB: every round, all coordinates, every criterion updated
-  and every reference reset.
-* :func:`doubling` -- LazyGraphLinUCB (Section 4): when ANY criterion triggers, all
-  coordinates, every criterion updated; ``reference = "global"`` resets every reference,
-  ``"own"`` only the triggering criteria's (Lemma 2 counts doublings so).
-* :func:`per_criterion` -- Async-LazyGraphLinUCB (Section 5.1): the triggering set ``A_t``
-  re-minimises the coordinates in ``union_{i in A_t} N(i)``, only ``A_t`` updated and reset.
+* :func:`every_round` -- LinUCB: every round, all coordinates, every criterion updated and reset.
+* :func:`doubling` -- LazyGraphLinUCB (Section 4): when ANY criterion fires, all coordinates,
+  every criterion updated; ``reference = "global"`` resets every reference, ``"own"`` the
+  firing criteria's.
+* :func:`per_criterion` -- Async-LazyGraphLinUCB (Section 5.1): the firing criteria re-minimise
+  the union of their scopes; only they are updated and reset.
+* :func:`forced` -- everything, whatever the trigger (Section 5.2's refinement round).
 
-:func:`forced` adds a round in which everything is re-minimised whatever the trigger (the
-refinement round of Section 5.2). An estimator with one joint determinant (Section 5.3) is a
-schedule over one "criterion".
-
-``decide(L, fired, logdet, logdet_ref, union, n, own=None, per=None)``: ``L`` is the kernel's
-:class:`~gsjax.algorithms.decisions.Logic` (hard booleans or soft gates: one schedule serves
-both), ``fired`` its truth values (k,) of the trigger, ``logdet`` and ``logdet_ref`` are (k,),
-``union(criteria) -> (n,)`` the OR of the marked criteria's scopes (the estimator's: the
-problem's scopes, or a learned graph's; called only by the schedules that need it), ``n`` the
-number of coordinates, ``own`` the reference reading as a traced value
-(``AgentParams.own_reference``; ``None``: the schedule's static ``reference``) and ``per``
-whether the lazy kinds decide per criterion (async) as a traced value
-(``AgentParams.per_criterion``; ``None``: the schedule's own kind). With both traced,
-:func:`doubling` and :func:`per_criterion` trace to the same program (:func:`_lazy_traced`),
-so ``lazy`` and ``async_lazy`` compile once.
+``decide(L, fired, logdet, logdet_ref, union, n, own=None, per=None)``: ``L`` a
+:class:`~gsjax.algorithms.decisions.Logic` (hard or soft), ``fired`` (k,) truth values,
+``union(criteria) -> (n,)`` the OR of their scopes, ``own``/``per``: ``AgentParams``'
+``own_reference``/``per_criterion`` (traced; ``None``: static). With both traced,
+:func:`doubling` and :func:`per_criterion` trace to one program.
 """
 
 from __future__ import annotations
@@ -59,9 +47,7 @@ class Schedule(NamedTuple):
 
 def every_round() -> Schedule:
     def decide(L, fired, logdet, logdet_ref, union, n: int, own=None, per=None) -> Decision:
-        del logdet_ref, union, own, per
-        k = fired.shape[0]
-        return Decision(L.true(()), L.true((n,)), L.true((k,)), logdet)
+        return Decision(L.true(()), L.true((n,)), L.true((fired.shape[0],)), logdet)
 
     return Schedule("every_round", True, decide)
 
@@ -74,7 +60,6 @@ def doubling(reference: str = "global") -> Schedule:
         if per is not None:
             own = float(reference == "own") if own is None else own
             return _lazy_traced(L, fired, logdet, logdet_ref, union, n, own, per)
-        del union
         reopt = L.any(fired)
         updated = jnp.broadcast_to(reopt, fired.shape)
         if own is None:
@@ -92,7 +77,6 @@ def per_criterion() -> Schedule:
         if per is not None:  # the reading matters only where per is 0 (global lazy)
             return _lazy_traced(L, fired, logdet, logdet_ref, union, n,
                                 0.0 if own is None else own, per)
-        del n, own
         return Decision(L.any(fired), union(fired), fired, L.select(fired, logdet, logdet_ref))
 
     return Schedule("per_criterion", False, decide)
@@ -100,10 +84,7 @@ def per_criterion() -> Schedule:
 
 def _lazy_traced(L, fired, logdet, logdet_ref, union, n: int, own, per) -> Decision:
     """:func:`doubling` (``per == 0``; reading ``own``) or :func:`per_criterion` (``per > 0``),
-    chosen by traced values: the same decision, selected (the union of the fired scopes is
-    computed by both). The schedules come here whenever ``per`` is given; their programs
-    coincide when ``own`` is traced too (:func:`gsjax.algorithms.base.with_reference` sets
-    both), else a static reading is folded in."""
+    selected by traced values (both compute the union of the fired scopes)."""
     reopt = L.any(fired)
     every = jnp.broadcast_to(reopt, fired.shape)
     async_ = per > 0
@@ -114,10 +95,8 @@ def _lazy_traced(L, fired, logdet, logdet_ref, union, n: int, own, per) -> Decis
 
 
 def forced(L, decision: Decision, flag, logdet) -> Decision:
-    """``decision``, except that when ``flag`` (a bool) holds every coordinate is free, every
-    criterion updated and every reference reset."""
-    return Decision(L.force(decision.reoptimise, flag), L.force(decision.free, flag),
-                    L.force(decision.updated, flag),
+    """``decision``, or, where ``flag`` holds, everything free, updated and reset."""
+    return Decision(*(L.force(x, flag) for x in decision[:3]),
                     jnp.where(flag, logdet, decision.logdet_ref))
 
 
