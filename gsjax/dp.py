@@ -493,10 +493,8 @@ def _sequential_solver(plan: Plan):
 
 
 def _sequential_tables(plan: Plan) -> dict:
-    """The sequential plan's static index tables as arrays; ``v_touched``/``p_touched``: a
-    step's variable/parent holds a message yet (else its bucket is built from the criteria
-    tables), ``v_slot``/``p_slot``: its pending row; ``down_step``: each back-tracked
-    variable's scan step."""
+    """The sequential plan's static index tables as arrays (``v_touched``/``p_touched``: the
+    step's variable/parent holds a message yet; ``v_slot``/``p_slot``: its pending row)."""
     k, n, entries = plan.num_criteria, plan.num_coords, 2 ** plan.scope_size
     order, down = plan.order, np.asarray(plan.backtrack, np.int32)
     parent = plan.parent[order]
@@ -654,13 +652,10 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
 
 
 def _scan_batched(plan: Plan, pt: dict, *args):
-    """The sequential plan's DP of ``B`` objectives, the batch axis LAST: ``args`` the
-    criteria's terms on every assignment of their scopes, ``(k, 2^m, B)``, or (without exact
-    ties) what :func:`_terms` makes them of; returns the (n, B) bits.
-
-    One ``lax.scan`` step a variable: its bucket (criteria tables built when first read, plus
-    its messages), the min over its own bit added to its parent's, and the cost of its bit at
-    0 over 1 per separator assignment; then the back-tracking, carrying the best completion."""
+    """The sequential DP of ``B`` objectives, batch axis LAST (``args``: the criteria tables
+    (k, 2^m, B), or :func:`_terms`'s inputs): one scan step a variable (its bucket built when
+    first read, its message, the cost of its bit at 0 over 1 per separator assignment), then
+    the back-tracking, carrying the best completion. Returns the (n, B) bits."""
     tables = args[0] if plan.exact_ties else _terms(pt, *args)
     n, dtype = plan.num_coords, tables.dtype
     width = tables.shape[-1]
@@ -757,11 +752,10 @@ def _level_tables(plan: Plan) -> dict:
 
 
 def _levels_batched(plan: Plan, tables: dict, free, s_init, theta_hat, inv, beta):
-    """The level plan's DP of ``B`` objectives, the batch axis LAST: ``free``, ``s_init``
-    (n, B), ``theta_hat`` (k, m, B), ``inv`` (k, m, m, B), ``beta`` (k, B). Each level's
-    buckets gathered at once (criteria tables, its children's messages), their messages and
-    the own bit attaining them (0 on a tie); then the levels in reverse, each variable's bit
-    read at its separator's bits. Returns the (n, B) bits in coordinate order."""
+    """The level plan's DP of ``B`` objectives, batch axis LAST (``free``, ``s_init`` (n, B),
+    ``theta_hat`` (k, m, B), ...): each level's buckets gathered at once, their messages and
+    own bits (0 on a tie); then the levels in reverse, each bit read at its separator's bits.
+    Returns the (n, B) bits in coordinate order."""
     n = plan.num_coords
     dtype = s_init.dtype
     terms = _terms(tables, free, s_init, theta_hat, inv, beta)
