@@ -1,73 +1,31 @@
-r"""Exact LCB minimisation for linear features by min-sum variable elimination (issue 17).
+r"""Exact LCB minimisation for linear features by min-sum variable elimination.
 
-With linear features the LCB is concave on the box, so its minimum is at a vertex, and on the
-vertices it is a sum of one term per criterion, each a function of the bits of its scope
-``N(i)``. Minimising it is a min-sum problem on the *interaction graph* (coordinates joined
-when they share a scope): exact by variable elimination in ``O(n 2^{w+1})`` table entries for
-an elimination order of width ``w`` (the largest separator), instead of ``2^n``.
+With linear features the LCB is concave on the box, so its minimum is at a vertex, where it is
+a sum of one term per criterion over the bits of its scope: a min-sum problem on the
+*interaction graph* (coordinates joined when they share a scope), exact by variable elimination
+in ``O(n 2^{w+1})`` table entries for an order of width ``w`` (the largest separator).
 
 * :func:`make_plan` (host, once per structure): the elimination order, each variable's clique
-  ``{v} + sep(v)`` padded to ``w + 1`` slots, the parent each message goes to, and the static
-  gathers that place every criterion's table and every message in its bucket. Tables wider
-  than ``max_table`` entries are refused (:class:`TooWide`, a ``ValueError`` naming the
-  width); :func:`limits` (and ``plan.limits``) give the width and the table sizes.
-* :func:`minimise` (traced, vmappable): one ``lax.scan`` of messages over the order, one
-  ``lax.scan`` of back-tracking; non-free coordinates stay at ``s_init`` (their term tables
-  are constant along their bit, which is the DP of the conditioned problem). A bucket is
-  summed from the criteria tables when the scan first reads it, and under ``vmap`` the seeds
-  go on the last axis (its own batching rule, as the levels' below): each step moves rows of
-  contiguous seeds (a 4 x n/4 grid at ``n = 10^3``, 100 seeds: 1.6x;
-  ``benchmarks/dp_batching.py --plan sequential``).
-* Async re-minimises a few free coordinates with the others fixed. Without exact ties, a
-  sequential plan of at least :data:`ACTIVE_MIN_COORDS` coordinates then walks only each
-  seed's *active* steps (a step whose clique holds a free coordinate) with the tables of its
-  *live* criteria (a scope holding one): the rest adds constants only
-  (:func:`_active_batched`). At ``n = 10^4`` on the 4 x n/4 grid, 25 seeds with the scopes of
-  16 (5) criteria free each, 5.7x (7.4x) faster than the whole scan
-  (``benchmarks/dp_batching.py --plan min_fill --triggers 16``); a seed with more active
-  steps or live criteria than ``1 / ACTIVE_SHARE`` of them (every coordinate free: lazy,
-  LinUCB; async's first rounds) takes the whole scan, bit for bit as before. The choice is
-  each seed's own, never its batch's: a seed's answer is the same in any batch.
-* The *level plan* (``make_plan(..., exact_ties=False)``, the default there): the elimination
-  grouped into levels, each an independent set of the filled interaction graph (so its
-  eliminations commute), taken greedily in min-fill order among the variables of degree at
-  most a bound; the bound is chosen from the sequential min-fill width up to 4 more by the
-  cost ``2^12`` entries a level plus the entries of its tables. The levels are unrolled in
-  Python, each with its own static shapes: one gather of the criteria tables and one of the
-  children's messages (per source level) into the level's buckets, the min over the own bit;
-  back-tracking by levels in reverse, each variable from its separator's bits. Its solver has
-  its own ``vmap`` rule: the seeds go on the last axis, so a gather copies rows of contiguous
-  seeds (1.5-1.9x the default batching at ``n = 10^4``: ``benchmarks/dp_batching.py``). A
-  chain, ring or bounded-degree tree of n nodes takes about ``1.7 log2 n + 3`` levels (25 to 28
-  at ``n = 10^4``, against 10^4 scan steps) at a width of at most 5 (chain 2, ring 4
-  sequentially); graphs that do not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels)
-  need more than :func:`max_levels` and keep the sequential scan unless ``levels=True``.
+  ``{v} + sep(v)``, the parent each message goes to, and the static gathers that place every
+  criterion's table and message in its bucket; :class:`TooWide` over ``max_table`` entries.
+* :func:`minimise` (traced; under ``vmap`` the seeds go on the last axis by a batching rule of
+  its own): one ``lax.scan`` of messages over the order, one of back-tracking; non-free
+  coordinates stay at ``s_init``. Without exact ties, from :data:`ACTIVE_MIN_COORDS`
+  coordinates, a seed with few free coordinates walks only its *active* steps.
+* The *level plan* (``exact_ties=False``): the elimination in levels, each an independent set
+  of the filled graph (its eliminations commute), unrolled in Python: about ``1.7 log2 n + 3``
+  levels for a chain, ring or bounded-degree tree; graphs that need more than
+  :func:`max_levels` (a 4 x n/4 grid) keep the sequential scan unless ``levels=True``.
 
-Tie rule: that of :func:`gsjax.lcb.minimise_vertices`, the lowest vertex index ``p`` among the
-values within ``64 eps max(1, |min|)`` of the minimum, where vertex ``p`` puts bit ``j`` on the
-``j``-th free coordinate. The lowest ``p`` is the greedy choice "0 whenever a completion stays
-within the tolerance" from the highest coordinate down, so the back-tracking must assign
-coordinates in decreasing index, each after its separator. Hence the order is min-fill
-*restricted to variables with no lower-indexed neighbour left* (the separator of ``v`` then
-holds only higher coordinates); the back-tracking carries the value of the best completion and
-spends the tolerance exactly as the enumerator's comparison does. On naturally numbered chains,
-rings and narrow grids (numbered along the short side) the restriction costs nothing; on a
-tree numbered from its root it is ruinous, and ``make_plan(..., exact_ties=False)`` (plain
-min-fill, another choice among tied minimisers; sequentially, the narrower of plain and
-restricted min-fill) is the way there. :func:`limits` reports the width of either. Without the
-tie rule the criteria's tables need not be the enumerator's arithmetic either: they are
-multiplied out seed-last inside the solver's batching rule (:func:`_terms`).
-
-Levels keep only the minimum, not that tie rule: the lowest index ``p`` is fixed by deciding the
-coordinates one at a time from the highest down, each decision spending part of one shared
-tolerance and conditioning the next, and it needs every eliminated subtree to hold only
-coordinates below its variable; a level eliminating two variables of a naturally numbered
-chain at once breaks both (one of them has a higher-numbered descendant, and the two spend the
-tolerance without seeing each other). Carrying the lexicographic key through the messages
-would cost a bit string per table entry. So ``levels=True`` needs ``exact_ties=False``; there
-each variable takes the lower entry of its bucket (0 on an exact tie), which is a minimiser in
-the DP's own arithmetic (no tolerance is spent: in float32 at ``n = 10^4`` the sequential
-tie-rule path's answers lie up to ``64 eps |min|`` above the minimum, the level path's at it).
+Tie rule: that of :func:`gsjax.lcb.minimise_vertices` (the lowest vertex index among values
+within ``64 eps max(1, |min|)`` of the minimum), i.e. greedily 0 from the highest coordinate
+down while a completion stays within the tolerance. So the back-tracking assigns coordinates in
+decreasing index, and the order is min-fill *restricted to variables with no lower-indexed
+neighbour left*: free on naturally numbered chains, rings and narrow grids, ruinous on a tree
+numbered from its root. ``exact_ties=False`` (plain min-fill; sequentially the narrower of the
+two) keeps the minimum, not the choice among tied minimisers. Levels cannot keep the tie rule
+(two eliminations at once spend the tolerance blindly), so ``levels=True`` needs
+``exact_ties=False``; each variable takes the lower entry of its bucket (0 on an exact tie).
 """
 
 from __future__ import annotations
@@ -108,9 +66,8 @@ def _fill(adj: list[set], v: int) -> int:
 
 
 class TooWide(ValueError):
-    """The DP's tables would exceed ``max_table`` entries: an elimination of width at least
-    ``width`` needs tables of at least ``2^(width + 1)`` entries (the greedy order stops at the
-    first separator over the cap, so the true width may be larger)."""
+    """The DP's tables would exceed ``max_table`` entries: width at least ``width`` (the greedy
+    order stops at the first separator over the cap), tables of ``2^(width + 1)`` entries."""
 
     def __init__(self, width: int, max_table: int):
         self.width, self.table, self.max_table = width, 2 ** (width + 1), max_table
@@ -123,24 +80,20 @@ class TooWide(ValueError):
 
 LEVEL_COST = 2 ** 12  # the cost of one level in table entries, for choosing the degree bound
 LEVEL_SLACK = 4  # degree bounds tried: the sequential min-fill width .. + LEVEL_SLACK
-#: The sequential plan without exact ties re-solves a conditioned problem (async's few free
-#: coordinates) over its active steps only (:func:`_active_batched`) when it has at least this
-#: many coordinates and each seed has at most ``n // ACTIVE_SHARE`` active steps; otherwise (and
-#: always below this size, where the whole scan costs little) the whole scan runs.
+#: The sequential plan without exact ties solves a seed over its active steps only
+#: (:func:`_active_batched`) from this many coordinates, when the seed has at most
+#: ``n // ACTIVE_SHARE`` active steps (and ``k // ACTIVE_SHARE`` live criteria).
 ACTIVE_MIN_COORDS = 4096
 ACTIVE_SHARE = 16
 
 
 def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=None,
                        ordered: bool = False):
-    """Greedy levels: each level takes, in min-fill order (ties: fewer neighbours, then the
-    lower index), every variable of current degree <= ``bound`` none of whose neighbours the
-    level holds already (an independent set of the filled graph, so its eliminations commute);
-    a level with no such variable takes the min-fill variable alone (so ``bound = -1`` is the
-    sequential greedy min-fill, one variable a level). ``ordered``: only a variable with no
-    lower-indexed neighbour left may go. Returns the levels and the separators (``None`` past
-    ``max_levels`` levels); a separator over ``max_table`` raises :class:`TooWide` at once
-    (before any wide fill count)."""
+    """Greedy levels: each takes, in min-fill order (ties: fewer neighbours, lower index), every
+    variable of degree <= ``bound`` with no neighbour in the level yet (an independent set), or
+    else the min-fill variable alone (``bound = -1``: sequential min-fill). ``ordered``: only a
+    variable with no lower-indexed neighbour left may go. Returns ``(levels, separators)``,
+    ``None`` past ``max_levels`` levels; :class:`TooWide` at once for a separator over the cap."""
     adj = [set(a) for a in adj]
     n = len(adj)
     max_width = max_table.bit_length() - 2
@@ -202,52 +155,44 @@ def _level_elimination(adj: list[set], bound: int, max_table: int, max_levels=No
 
 
 def _elimination(adj: list[set], ordered: bool, max_table: int):
-    """Sequential greedy min-fill (:func:`_level_elimination` one variable a level): the
-    order and the separators."""
+    """Sequential greedy min-fill: ``(order, separators)``."""
     levels, seps = _level_elimination(adj, -1, max_table, ordered=ordered)
     return [v for (v,) in levels], seps
 
 
 def max_levels(n: int) -> int:
-    """The most levels :func:`make_plan` unrolls by default, ``4 log2(n) + 16``: a graph
-    that does not shrink geometrically (a 4 x n/4 grid: about n/2.4 levels of two variables)
-    keeps the sequential ``lax.scan``."""
+    """The most levels :func:`make_plan` unrolls by default, ``4 log2(n) + 16``; a graph that
+    needs more (a 4 x n/4 grid: about n/2.4) keeps the sequential ``lax.scan``."""
     return int(4 * np.log2(max(n, 2))) + 16
 
 
 def _levels(adj: list[set], max_table: int, most=None, min_fill=None):
-    """The level elimination of the cheapest degree bound: ``LEVEL_COST`` per level plus the
-    entries of its bucket tables (each level padded to its widest), over the bounds from the
-    sequential min-fill width up by ``LEVEL_SLACK`` (within the cap); ``TooWide`` when none
-    fits; ``None`` when every bound needs more than ``most`` levels. ``min_fill()``: the plain
-    min-fill elimination, if the caller keeps it."""
+    """The level elimination of the cheapest degree bound (``LEVEL_COST`` a level plus its
+    tables' entries) from the sequential min-fill width up by ``LEVEL_SLACK``: ``TooWide`` when
+    none fits, ``None`` when all need over ``most`` levels. ``min_fill()``: the plain min-fill
+    elimination, if the caller keeps it."""
     plain = min_fill() if min_fill else _elimination(adj, False, max_table)
     w_seq = _limits(plain[1]).width
     max_width = max_table.bit_length() - 2
-    best, err = None, None
+    found, err = [], None
     for bound in range(w_seq, min(w_seq + LEVEL_SLACK, max_width) + 1):
         try:
-            found = _level_elimination(adj, bound, max_table, most)
+            found.append(_level_elimination(adj, bound, max_table, most))
         except TooWide as e:
             err = e
-            continue
-        if found is None:
-            continue
-        levels, seps = found
-        cost = sum(LEVEL_COST + len(lv) * 2 ** (1 + max(len(seps[v]) for v in lv))
-                   for lv in levels)
-        if best is None or cost < best[0]:
-            best = (cost, levels, seps)
-    if best is None:
+    found = [f for f in found if f is not None]
+    if not found:
         if err is not None and most is None:
             raise err
         return None
-    return best[1], best[2]
+    cost = lambda f: sum(LEVEL_COST + len(lv) * 2 ** (1 + max(len(f[1][v]) for v in lv))
+                         for lv in f[0])
+    return min(found, key=cost)  # the first of the cheapest
 
 
 def _bit_index(bits, slots, width):
-    """``sum_s bits[:, slots[..., s]] << s``: for each bucket assignment (rows of ``bits``,
-    whose last column is the zero padding slot), the entry of a table over ``slots``."""
+    """``sum_s bits[:, slots[..., s]] << s``: per bucket assignment, the entry of a table over
+    ``slots`` (the last column of ``bits`` is the zero padding slot)."""
     out = np.zeros(slots.shape[:-1] + (bits.shape[0],), np.int32)
     for s in range(width):
         out += np.moveaxis(bits[:, slots[..., s]], 0, -1) << s
@@ -258,21 +203,18 @@ class _Level(NamedTuple):
     start: int  # first message row (elimination position) of the level
     width: int  # its widest separator: buckets of 2^(width + 1) entries
     size: int  # its number of variables, L
-    term: np.ndarray  # (L, Ck, 2^(width+1)) bucket assignment -> entry of the flat criteria
-    #                   tables (k, 2^m) + a zero row, for each criterion of the bucket
-    msg: tuple  # (level l', (L, C, 2^(width+1)) bucket assignment -> entry of level l''s
-    #             flat messages, for each child of the bucket in level l'; L' 2^w': a zero)
+    term: np.ndarray  # (L, Ck, 2^(width+1)) -> entry of the flat criteria tables + a zero row
+    msg: tuple  # (level l', (L, C, 2^(width+1)) -> entry of level l''s flat messages + a zero)
     sep: np.ndarray  # (L, width) separator positions (n: a zero bit)
 
 
-def _level_arrays(levels, seps, index, mask, n, k, width):
+def _level_arrays(levels, seps, index, mask, n, k):
+    starts = np.cumsum([0] + [len(lv) for lv in levels])
     position = np.empty(n, np.int32)
     level_of = np.empty(n, np.int32)
-    p = 0
     for l, lv in enumerate(levels):
-        position[lv] = np.arange(p, p + len(lv))
+        position[lv] = np.arange(starts[l], starts[l + 1])
         level_of[lv] = l
-        p += len(lv)
     parent = {v: min(s, key=level_of.__getitem__) for v, s in enumerate(seps) if s}
     children = [[] for _ in range(n)]
     for c, par in sorted(parent.items(), key=lambda cp: position[cp[0]]):
@@ -282,9 +224,8 @@ def _level_arrays(levels, seps, index, mask, n, k, width):
         real = [int(c) for c in index[i][mask[i]]]
         bucket_crits[min(real, key=level_of.__getitem__)].append(i)
     widths = [max(len(seps[v]) for v in lv) for lv in levels]
-    starts = np.cumsum([0] + [len(lv) for lv in levels])
-    out, start = [], 0
-    for lv, w in zip(levels, widths):
+    out = []
+    for lv, w, start in zip(levels, widths, starts):
         pad = w + 1  # the padding slot: column w + 1 of the bit table, always 0
         bits = np.concatenate([bit_table(w + 1), np.zeros((2 ** (w + 1), 1), np.int32)], 1)
         L = len(lv)
@@ -316,8 +257,7 @@ def _level_arrays(levels, seps, index, mask, n, k, width):
             idx = row[..., None] * 2 ** src_width + _bit_index(bits, mslots, w + 1)
             msgs.append((src, np.where(row[..., None] == src_size, src_size * 2 ** src_width,
                                        idx).astype(np.int32)))
-        out.append(_Level(start, w, L, term, tuple(msgs), sep))
-        start += L
+        out.append(_Level(int(start), w, L, term, tuple(msgs), sep))
     return out, position
 
 
@@ -339,8 +279,7 @@ def _limits(seps) -> Limits:
 def limits(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bool = True,
            levels: bool | None = None) -> Limits:
     """The :class:`Limits` of :func:`make_plan`'s DP on ``scopes`` (host arrays), without
-    building the plan (the width of the order :func:`make_plan` would use, levels or not);
-    :class:`TooWide` when the tables would exceed ``max_table``."""
+    building the plan; :class:`TooWide` when the tables would exceed ``max_table``."""
     return _limits(_order(_interaction(scopes), _check_cap(max_table), exact_ties,
                           levels)[2])
 
@@ -352,13 +291,8 @@ def _order(adj, max_table: int, exact_ties: bool, levels):
     if levels and exact_ties:
         raise ValueError("dp: levels=True needs exact_ties=False: the vertex enumerator's "
                          "tie rule assigns the coordinates one at a time, in decreasing index")
-    kept = {}  # the eliminations computed so far, by ``ordered`` (a refusal is not kept)
-
-    def elimination(ordered: bool):
-        if ordered not in kept:
-            kept[ordered] = _elimination(adj, ordered, max_table)
-        return kept[ordered]
-
+    # the eliminations computed so far, by ``ordered`` (a refusal is not kept)
+    elimination = functools.cache(lambda ordered: _elimination(adj, ordered, max_table))
     if levels or (levels is None and not exact_ties):
         # auto: at most max_levels(n) levels within the cap, else the sequential order
         found = _levels(adj, max_table, None if levels else max_levels(len(adj)),
@@ -410,7 +344,7 @@ class Plan:
         self._key = (n, index.tobytes(), mask.tobytes(), index.shape, self.max_table,
                      self.exact_ties, self.levels is not None)
         if self.levels is not None:
-            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k, w)
+            self.level_data, self.position = _level_arrays(lv, seps, index, mask, n, k)
             return
         slots = w + 1
         position = {v: p for p, v in enumerate(order)}
@@ -448,9 +382,8 @@ class Plan:
 
     @property
     def entries_held(self) -> int:
-        """Table entries one solve holds at once: every bucket's for the level plan (each level's
-        messages and bits are kept for the back-tracking), the back-tracking's half rows
-        (``n 2^w``) and the pending buckets (:func:`_pending_slots`) for the sequential one."""
+        """Table entries one solve holds at once: every bucket's for the level plan, the
+        back-tracking's half rows (``n 2^w``) and the pending buckets for the sequential one."""
         if self.levels is not None:
             return self.limits.total
         return self.num_coords * 2 ** self.width + self.slots * self.limits.table
@@ -477,19 +410,14 @@ def make_plan(scopes: Scopes, max_table: int = DEFAULT_MAX_TABLE, exact_ties: bo
     (a ``ValueError`` naming the width) when one bucket table, ``2^(w+1)`` entries, would exceed
     ``max_table`` (an integer >= 2).
 
-    ``exact_ties=False`` drops the order restriction (the narrower of plain and restricted
-    min-fill: a smaller width where the numbering is bad, e.g. a tree numbered from its root):
-    the minimum is still exact, but among several minimisers the one kept is not necessarily
-    the vertex enumerator's.
+    ``exact_ties=False`` drops the order restriction (a smaller width where the numbering is
+    bad): the minimum is still exact, but among tied minimisers not necessarily the vertex
+    enumerator's. ``levels``: eliminate many variables at once (``plan.levels``, see the module
+    docstring); ``None`` (default): exactly when ``exact_ties=False`` and the levels fit
+    (:func:`max_levels`, the cap); ``True`` needs ``exact_ties=False``; ``False``: sequential.
 
-    ``levels``: eliminate many variables at once (see the module docstring), ``plan.levels``
-    the variables of each level. ``None`` (default): levels exactly when ``exact_ties=False``
-    (falling back to the sequential min-fill order when the levels' tables would exceed the
-    cap); ``True`` needs ``exact_ties=False``; ``False``: the sequential order.
-
-    The last few plans are kept (a plan is read-only): the same scopes and options return the
-    same :class:`Plan` without the elimination again (seconds at ``n = 10^4``; a run builds its
-    config twice, for :func:`gsjax.experiment.memory_needed` and to run)."""
+    The last few plans are kept (read-only): the same scopes and options return the same
+    :class:`Plan` without the elimination again (seconds at ``n = 10^4``)."""
     max_table = _check_cap(max_table)
     index, mask = np.asarray(scopes.index), np.asarray(scopes.mask)
     key = (int(scopes.num_coords), index.shape, str(index.dtype), index.tobytes(),
@@ -504,9 +432,8 @@ _SHAPES_ONLY = contextvars.ContextVar("gsjax_dp_shapes_only", default=False)
 @contextlib.contextmanager
 def shapes_only():
     """Within it, :func:`minimise` returns outputs of the right shapes and dtypes without the
-    DP (``s_init``, its LCB value, a zero residual): for ``jax.eval_shape`` of a whole run
-    (:func:`gsjax.experiment.memory_needed`), whose tracing the levels' unrolled gathers
-    would otherwise dominate. Never for numbers."""
+    DP (``s_init``, its LCB value, a zero residual), for ``jax.eval_shape`` of a whole run
+    (:func:`gsjax.experiment.memory_needed`). Never for numbers."""
     token = _SHAPES_ONLY.set(True)
     try:
         yield
@@ -530,28 +457,23 @@ def minimise(plan: Plan, objective: Objective, s_init, free, pick=first_pick):
     dtype = s_init.dtype
     if _SHAPES_ONLY.get():
         return s_init, objective.value(s_init), jnp.zeros((), dtype)
-    if plan.levels is not None:
-        # the bits are piecewise constant in the inputs: no derivative flows through them (and
-        # the batching rule has no differentiation rule)
-        args = jax.lax.stop_gradient((free, s_init, terms.theta_hat, terms.inv, terms.beta))
-        x = _level_solver(plan)(_level_tables(plan), *args)
-        s = jnp.where(free, x.astype(dtype), s_init)
-        return s, objective.value(s), jnp.zeros((), dtype)
-    # as for the levels: the bits carry no derivative, and the batching rule has no JVP
-    if plan.exact_ties:  # the criteria tables in the vertex enumerator's arithmetic
+    if plan.levels is None and plan.exact_ties:  # the vertex enumerator's arithmetic
         args = (_criterion_tables(plan, terms, s_init, free),)
-    else:  # multiplied out seed-last in the batching rule, as the levels do (a grid's whole
-        # solve 1.65-1.85x faster, benchmarks/RESULTS.md)
+    else:  # multiplied out seed-last in the batching rule
         args = (free, s_init, terms.theta_hat, terms.inv, terms.beta)
-    x = _sequential_solver(plan)(_sequential_tables(plan), *jax.lax.stop_gradient(args))
+    # the bits carry no derivative (and the batching rule has no differentiation rule)
+    args = jax.lax.stop_gradient(args)
+    if plan.levels is not None:
+        x = _level_solver(plan)(_level_tables(plan), *args)
+    else:
+        x = _sequential_solver(plan)(_sequential_tables(plan), *args)
     s = jnp.where(free, x.astype(dtype), s_init)
     return s, objective.value(s), jnp.zeros((), dtype)
 
 
 def _criterion_tables(plan: Plan, terms, s_init, free):
-    """(k, 2^m) each criterion's LCB term on every assignment of its scope's bits (the entries
-    of a non-free coordinate all at its ``s_init``): :func:`gsjax.lcb.lcb_terms`, the vertex
-    enumerator's arithmetic."""
+    """(k, 2^m) each criterion's LCB term on every assignment of its scope's bits (a non-free
+    coordinate at its ``s_init``) in the vertex enumerator's arithmetic."""
     bits = jnp.asarray(bit_table(plan.scope_size), s_init.dtype)  # (2^m, m)
 
     def table(idx, smask, th, iv, bt):
@@ -564,24 +486,15 @@ def _criterion_tables(plan: Plan, terms, s_init, free):
 
 def _sequential_solver(plan: Plan):
     """The sequential plan's solver of one objective, ``(plan_tables, tables (k, 2^m)) -> x``
-    ((n,) int32 bits; ``plan_tables``: :func:`_sequential_tables`), batched with the seed axis
-    last (:func:`_batched_solver`, :func:`_sequential_batched`): each scan step moves rows of
-    contiguous seeds where JAX's default batching makes per-entry loops of its gathers. Without
-    exact ties it takes ``(plan_tables, free, s_init, theta_hat, inv, beta)`` as the level
-    plan's solver does, and multiplies the criteria tables out seed-last (:func:`_terms`)."""
+    ((n,) int32 bits), batched seed-last (:func:`_batched_solver`); without exact ties it takes
+    ``(plan_tables, free, s_init, theta_hat, inv, beta)`` as the level plan's solver does."""
     return _batched_solver(functools.partial(_sequential_batched, plan),
                            seeds_first=_has_active_path(plan))
 
 
 def _sequential_tables(plan: Plan) -> dict:
-    """The sequential plan's static index tables as arrays (see :func:`_batched_solver` on why
-    they are an argument): the scan's steps, each bucket's criteria (``crit``; ``k`` pads),
-    each criterion's flat table entries in a bucket (``offset``: ``i 2^m + entry``; row ``k``
-    reads a zero row), and the back-tracking's steps. ``v_touched``, ``p_touched``: whether a
-    step's variable, and its parent, already hold a message (else their buckets are built from
-    the criteria tables at that step); ``v_slot``, ``p_slot``: the rows of the scan's pending
-    buffer that hold them (:func:`_pending_slots`); ``down_step``: the scan step that
-    eliminated each back-tracked variable."""
+    """The sequential plan's static index tables as arrays (``v_touched``/``p_touched``: the
+    step's variable/parent holds a message yet; ``v_slot``/``p_slot``: its pending row)."""
     k, n, entries = plan.num_criteria, plan.num_coords, 2 ** plan.scope_size
     order, down = plan.order, np.asarray(plan.backtrack, np.int32)
     parent = plan.parent[order]
@@ -597,24 +510,21 @@ def _sequential_tables(plan: Plan) -> dict:
     step[order] = np.arange(n, dtype=np.int32)
     statics = {} if plan.exact_ties else _term_tables(plan)
     return {**statics, "crit": jnp.asarray(crit), "offset": jnp.asarray(offset, jnp.int32),
-            "order": jnp.asarray(order),
-            "parent": jnp.asarray(parent), "msg": jnp.asarray(plan.msg[order]),
+            "order": jnp.asarray(order), "parent": jnp.asarray(parent),
+            "msg": jnp.asarray(plan.msg[order]),
             "v_touched": jnp.asarray(v_touched), "p_touched": jnp.asarray(p_touched),
             "v_slot": jnp.asarray(plan.v_slot), "p_slot": jnp.asarray(plan.p_slot),
-            "down": jnp.asarray(down),
-            "down_step": jnp.asarray(step[down]),
+            "down": jnp.asarray(down), "down_step": jnp.asarray(step[down]),
             "sep": jnp.asarray(plan.clique[down, 1:]),
             **({"clique": jnp.asarray(plan.clique[order]), "term": jnp.asarray(plan.term)}
                if _has_active_path(plan) else {})}
 
 
 def _pending_slots(order, parent) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(v_slot, p_slot, slots)``: a row of the scan's pending buffer for every bucket that
-    holds messages, from its first message to its own elimination (the roots' row ``n`` to the
-    end), rows reused once free (the lowest free first). ``v_slot[t]``: the row step ``t``'s
-    variable is read from (0 when it has no message), ``p_slot[t]``: its parent's, read and
-    written. A 4 x n/4 grid numbered along its short side has about its width's rows live at
-    once, where a row per variable was ``n + 1``."""
+    """``(v_slot, p_slot, slots)``: a row of the scan's pending buffer for each bucket holding
+    messages, from its first message to its elimination, reused once free (lowest first).
+    ``v_slot[t]``: the row step ``t``'s variable is read from (0: no message), ``p_slot[t]``:
+    its parent's, read and written."""
     n = len(order)
     slot_of, free, used = {}, [], 0
     v_slot, p_slot = np.zeros(n, np.int32), np.zeros(n, np.int32)
@@ -633,22 +543,16 @@ def _pending_slots(order, parent) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def _has_active_path(plan: Plan) -> bool:
-    """Whether the sequential plan's solver compiles :func:`_active_batched` in (a static
-    choice: no exact ties, at least :data:`ACTIVE_MIN_COORDS` coordinates)."""
+    """Whether the sequential plan's solver compiles :func:`_active_batched` in (static)."""
     return (plan.levels is None and not plan.exact_ties
             and plan.num_coords >= ACTIVE_MIN_COORDS)
 
 
 def _sequential_batched(plan: Plan, pt: dict, *args):
-    """:func:`_scan_batched` (batch axis last); for a plan with an active path
-    (:func:`_has_active_path`) the arguments come batch FIRST, and each seed with few active
-    steps and live criteria (its own counts, at most ``1 / ACTIVE_SHARE`` of each) is solved by
-    :func:`_active_batched`, every other seed by the whole scan: a batch of both kinds runs
-    both and takes each seed's from its own path, so that a seed's answer never depends on the
-    seeds solved beside it (DESIGN section 3: the same in any batch, buffer or device count;
-    the two paths may differ on near ties). Only the whole scan moves the seeds last (the move
-    of ``inv`` alone, ``k m^2`` entries a seed, was a fifth of an active solve at ``n = 10^4``).
-    Returns the bits (n, B), or (B, n) batch first."""
+    """:func:`_scan_batched` (batch axis last); with an active path the arguments and bits
+    come batch FIRST, and each seed with few active steps and live criteria (its own counts)
+    is solved by :func:`_active_batched`, the others by the whole scan, so a seed's answer never
+    depends on the seeds beside it (DESIGN section 3; the paths may differ on near ties)."""
     if not _has_active_path(plan):
         return _scan_batched(plan, pt, *args)
     free = args[0]  # (B, n)
@@ -665,9 +569,8 @@ def _sequential_batched(plan: Plan, pt: dict, *args):
 
 
 def _ranked(mask, size: int):
-    """``(indices, rank)``: (B, size) the indices where each row of ``mask`` (B, columns) is
-    true, in order, 0 past their number (at most ``size``); (B, columns) each true entry's
-    place among them, ``size`` where false."""
+    """``(indices, rank)``: (B, size) the true columns of each row of ``mask``, 0 past their
+    number; (B, columns) each true entry's place among them, ``size`` where false."""
     rank = jnp.where(mask, jnp.cumsum(mask, axis=1, dtype=jnp.int32) - 1, size)
     return jnp.zeros((mask.shape[0], size), jnp.int32).at[
         jnp.arange(mask.shape[0])[:, None], rank].set(
@@ -675,21 +578,11 @@ def _ranked(mask, size: int):
 
 
 def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat, inv, beta):
-    """The sequential plan's DP of ``B`` conditioned objectives (batch axis FIRST: ``free``,
-    ``s_init`` (B, n), ``theta_hat`` (B, k, m), ``inv`` (B, k, m, m), ``beta`` (B, k)) over
-    each seed's active steps only: ``active`` (B, n steps), a step whose clique holds a free
-    coordinate, ``live`` (B, k), a criterion whose scope does (at most ``n // ACTIVE_SHARE``
-    and ``k // ACTIVE_SHARE`` per seed; a seed with neither walks no step: its bits are 0).
-    Tables are constant along fixed bits, so a criterion that is not live and a step that is
-    not active only add constants to the total, and dropping them changes no minimiser. The
-    live criteria's LCB terms are multiplied out once (as :func:`_terms`, for those criteria
-    only); then each seed walks its own active steps in elimination order, a bucket summed from
-    its live criteria's tables when first read, its pending rows tagged with the variable they
-    hold (a row left by a skipped step is never taken for another's). The loop runs the batch's
-    largest count; a seed past its own count changes nothing. Back-tracking as the whole
-    scan's, over the same steps in reverse. The minimum is that of the live part, so the tie
-    tolerance ``64 eps max(1, |min|)`` is that of a smaller total: on near ties the bits may
-    differ from the whole scan's, each a minimiser (tests/test_dp.py). Returns the (B, n) bits."""
+    """The sequential DP of ``B`` conditioned objectives, batch axis FIRST, over each seed's
+    ``active`` (B, n) steps (a clique holding a free coordinate) and ``live`` (B, k) criteria
+    (a scope holding one), the rest adding constants only; pending rows are tagged with the
+    variable they hold. The tie tolerance is the live part's, so on near ties the bits may
+    differ from the whole scan's, each a minimiser. Returns the (B, n) bits."""
     n, k, m, w = plan.num_coords, plan.num_criteria, plan.scope_size, plan.width
     dtype, width = s_init.dtype, free.shape[0]
     count, kcap = jnp.sum(active, axis=1, dtype=jnp.int32), k // ACTIVE_SHARE
@@ -712,10 +605,8 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
         entries = pt["term"][jnp.minimum(crit, k - 1)]  # (C, 2^W)
         return jnp.sum(jnp.take_along_axis(rows, entries, axis=1), axis=0)  # (2^W,)
 
-    # A step's parent may be inactive (its clique without a free coordinate): the message is
-    # then constant, and the row written for it is never read (its step is not walked; the
-    # owner tag keeps the row from being taken for another's). Writing it anyway costs one
-    # bucket a step and keeps the per-seed step free of a branch on the parent.
+    # an inactive parent's row is written but never read (the owner tag guards it): cheaper
+    # than a branch on the parent
     def forward(t, go, pending, owner, *seed):  # one seed, its step t
         v, p = pt["order"][t], pt["parent"][t]
         vs, ps = pt["v_slot"][t], pt["p_slot"][t]
@@ -761,24 +652,10 @@ def _active_batched(plan: Plan, pt: dict, active, live, free, s_init, theta_hat,
 
 
 def _scan_batched(plan: Plan, pt: dict, *args):
-    """The sequential plan's DP of ``B`` objectives, the batch axis LAST: ``args`` the
-    criteria's terms on every assignment of their scopes, ``(k, 2^m, B)``, or (without exact
-    ties) what :func:`_terms` makes them of; returns the (n, B) bits.
-
-    One ``lax.scan`` step a variable: its bucket (the criteria tables placed and summed in a
-    fixed order, plus the messages it holds), the min over its own bit (slot 0), the message
-    added to its parent's bucket (row ``n`` for the roots). A bucket is built from the
-    criteria tables when first read, not for every variable up front (at ``n = 10^3`` on a
-    4 x n/4 grid that table of ``n 2^9`` entries a seed was most of the solve); the sums are
-    those of the whole table, in the same order. The buckets that hold messages live in a
-    small buffer of rows reused once read (:func:`_pending_slots`), and what the
-    back-tracking needs of each variable's bucket, the cost of its bit at 0 over 1 for every
-    separator assignment, ``max(t[2r] - t[2r + 1], 0)``, is the scan's output: a table of
-    ``(n + 1) 2^(w+1)`` entries a seed zero-filled for every solve was 32 of 70 ms of a
-    4-objective solve at ``n = 10^4`` (``benchmarks/dp_batching.py --plan sequential``).
-    Then the back-tracking in decreasing index (exact ties: the vertex enumerator's tie rule,
-    see the module docstring), each variable after its separator, carrying the value of the
-    best completion."""
+    """The sequential DP of ``B`` objectives, batch axis LAST (``args``: the criteria tables
+    (k, 2^m, B), or :func:`_terms`'s inputs): one scan step a variable (its bucket built when
+    first read, its message, the cost of its bit at 0 over 1 per separator assignment), then
+    the back-tracking, carrying the best completion. Returns the (n, B) bits."""
     tables = args[0] if plan.exact_ties else _terms(pt, *args)
     n, dtype = plan.num_coords, tables.dtype
     width = tables.shape[-1]
@@ -825,29 +702,18 @@ def _scan_batched(plan: Plan, pt: dict, *args):
 
 
 def _min_and_bit(pair):
-    """``(min, argmin)`` over axis 2 (the own bit, size 2) of ``(L, 2^w, 2, B)``, elementwise:
-    bit 1 where its entry is strictly lower (ties go to bit 0). Two slices and a select, which
-    XLA splits over threads; a variadic ``lax.reduce`` of the pair (the same answer on finite
-    tables) ran the level DP 1.15x (n = 10^3) to 1.4x (n = 10^4, 6 seeds) slower."""
+    """``(min, argmin)`` over axis 2 (the own bit) of ``(L, 2^w, 2, B)``, ties to bit 0: two
+    slices and a select (faster than a variadic ``lax.reduce``)."""
     zero, one = pair[:, :, 0], pair[:, :, 1]
     take = one < zero
     return jnp.where(take, one, zero), take.astype(jnp.int32)
 
 
 def _batched_solver(batched, seeds_first: bool = False):
-    """The solver of one objective made of ``batched(plan_tables, *args)``, which solves ``B``
-    objectives with the batch axis LAST of every argument and of its result, with its own
-    batching rule: under ``vmap`` the seeds go on that last axis, so the plan's static gathers
-    copy rows of contiguous seeds instead of looping over single entries. Each seed's
-    arithmetic is the same either way (unbatched, ``B = 1``).
-
-    The plan's index tables are an argument, not constants of the function: a ``lax.cond``
-    under ``vmap`` (the per-seed form of the runner) batches whatever its branches read, and a
-    batching rule may not see batched constants; batched tables are the same in every row, so
-    the rule reads row 0.
-
-    ``seeds_first``: ``batched`` takes and returns the batch axis FIRST instead (and moves
-    what it needs itself)."""
+    """The solver of one objective made of ``batched(plan_tables, *args)`` (``B`` objectives,
+    batch axis LAST, or FIRST with ``seeds_first``), whose batching rule puts the seeds on that
+    axis. The index tables are an argument, as a batching rule may not see batched constants
+    (a ``lax.cond`` under ``vmap``); the rule reads row 0 of batched ones (all rows equal)."""
     axis = 0 if seeds_first else -1
 
     @jax.custom_batching.custom_vmap
@@ -861,10 +727,8 @@ def _batched_solver(batched, seeds_first: bool = False):
                                              plan_tables, in_batched[0])
 
         def spread(a):  # an unbatched argument, the same for every seed
-            a = jnp.expand_dims(a, axis)
-            shape = list(a.shape)
-            shape[axis] = axis_size
-            return jnp.broadcast_to(a, shape)
+            shape = (axis_size, *a.shape) if seeds_first else (*a.shape, axis_size)
+            return jnp.broadcast_to(jnp.expand_dims(a, axis), shape)
 
         args = [jnp.moveaxis(a, 0, axis) if rows else spread(a)
                 for a, rows in zip(args, in_batched[1:])]
@@ -875,13 +739,12 @@ def _batched_solver(batched, seeds_first: bool = False):
 
 def _level_solver(plan: Plan):
     """The level plan's solver of one objective, ``(tables, free, s_init, theta_hat, inv,
-    beta) -> x`` ((n,) int32 bits; ``tables``: :func:`_level_tables`), batched with the seed
-    axis last (:func:`_batched_solver`, :func:`_levels_batched`)."""
+    beta) -> x`` ((n,) int32 bits), batched seed-last."""
     return _batched_solver(functools.partial(_levels_batched, plan))
 
 
 def _level_tables(plan: Plan) -> dict:
-    """The level plan's static index tables as arrays (see :func:`_batched_solver`)."""
+    """The level plan's static index tables as arrays."""
     return {**_term_tables(plan), "position": jnp.asarray(plan.position),
             "levels": [{"term": jnp.asarray(lv.term), "sep": jnp.asarray(lv.sep),
                         "msg": [jnp.asarray(idx) for _, idx in lv.msg]}
@@ -889,15 +752,10 @@ def _level_tables(plan: Plan) -> dict:
 
 
 def _levels_batched(plan: Plan, tables: dict, free, s_init, theta_hat, inv, beta):
-    """The level plan's DP of ``B`` objectives, the batch axis LAST: ``free``, ``s_init``
-    (n, B), ``theta_hat`` (k, m, B), ``inv`` (k, m, m, B), ``beta`` (k, B); ``tables``: the
-    plan's index tables (:func:`_level_tables`). Returns the (n, B) bits in coordinate order.
-
-    The criteria's term tables on every assignment of their scopes (the LCB terms multiplied
-    out elementwise); then the buckets of a level gathered at once (criteria tables and the
-    messages of its children, static row indices, fixed summation order), their messages (min
-    over the own bit) kept per level with the own bit that attains it (0 on a tie); then the
-    levels in reverse, each variable's bit read at its separator's bits."""
+    """The level plan's DP of ``B`` objectives, batch axis LAST (``free``, ``s_init`` (n, B),
+    ``theta_hat`` (k, m, B), ...): each level's buckets gathered at once, their messages and
+    own bits (0 on a tie); then the levels in reverse, each bit read at its separator's bits.
+    Returns the (n, B) bits in coordinate order."""
     n = plan.num_coords
     dtype = s_init.dtype
     terms = _terms(tables, free, s_init, theta_hat, inv, beta)
@@ -932,9 +790,8 @@ def _term_tables(plan: Plan) -> dict:
 
 def _terms(tables: dict, free, s_init, theta_hat, inv, beta):
     """(k, 2^m, B) the criteria's LCB terms on every assignment of their scopes' bits (a
-    non-free coordinate at its ``s_init``), ``B`` objectives on the last axis: multiplied out
-    elementwise, the seeds contiguous (not the vertex enumerator's arithmetic: the last bits
-    may differ, so only plans without exact ties use it)."""
+    non-free coordinate at its ``s_init``), multiplied out elementwise (not the vertex
+    enumerator's arithmetic: only plans without exact ties use it)."""
     dtype = s_init.dtype
     index = tables["index"]
     bits = tables["bits"].astype(dtype)[None, :, :, None]  # (1, 2^m, m, 1)
@@ -944,11 +801,9 @@ def _terms(tables: dict, free, s_init, theta_hat, inv, beta):
 
 
 def _lcb_entries(phi, theta_hat, inv, beta, e: int):
-    """The LCB terms ``<phi, theta> - beta sqrt(phi' V^-1 phi)`` of feature rows ``phi``
-    ``(..., E, m, *tail)`` (the entries on axis ``e``, the scope's coordinates next), with
-    ``theta_hat`` ``(..., m, *tail)``, ``inv`` ``(..., m, m, *tail)``, ``beta`` ``(...,
-    *tail)``: ``(..., E, *tail)``, multiplied out elementwise (``tail``: the seed axis of
-    :func:`_terms`, none in :func:`_active_batched`)."""
+    """``(..., E, *tail)`` the LCB terms ``<phi, theta> - beta sqrt(phi' V^-1 phi)`` of rows
+    ``phi`` ``(..., E, m, *tail)`` (entries on axis ``e``), ``theta_hat`` ``(..., m, *tail)``,
+    ``inv`` ``(..., m, m, *tail)``, ``beta`` ``(..., *tail)``, multiplied out elementwise."""
     quad = jnp.sum(phi * jnp.sum(jnp.expand_dims(inv, e) * jnp.expand_dims(phi, e + 1),
                                  axis=e + 2), axis=e + 1)
     return (jnp.sum(phi * jnp.expand_dims(theta_hat, e), axis=e + 1)
@@ -956,6 +811,5 @@ def _lcb_entries(phi, theta_hat, inv, beta, e: int):
 
 
 def _take(a, idx):
-    """``a[idx]`` (rows of ``a``) at indices known to be in bounds (no index normalisation:
-    XLA would fold it over the static index arrays, slowly)."""
+    """``a[idx]`` at indices known to be in bounds (no index normalisation for XLA to fold)."""
     return a.at[idx].get(mode="promise_in_bounds")

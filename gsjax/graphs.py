@@ -1,18 +1,15 @@
 """Scopes and dependency graphs as index arrays plus masks (DESIGN section 1).
 
-A problem has ``k`` criteria over ``n`` coordinates. Criterion ``i`` reads the coordinates in
-its *scope* ``N(i)``; scopes are stored as a ``(k, m)`` int32 index array padded with 0 and a
-``(k, m)`` bool mask, ``m`` the largest scope. Two views share this structure:
+Criterion ``i`` of ``k`` reads the coordinates (of ``n``) in its *scope* ``N(i)``, stored as a
+``(k, m)`` int32 index array padded with 0 and a ``(k, m)`` bool mask, ``m`` the largest scope:
 
-* blocks (Sections 7.1, 7.2): criterion ``i`` owns the disjoint block
-  ``[i d, ..., i d + d - 1]``;
+* blocks (Sections 7.1, 7.2): criterion ``i`` owns the disjoint block ``[i d, ..., i d + d - 1]``;
 * dependency graphs (Section 3): ``n = k`` and ``N(i)`` is the closed neighbourhood of node
-  ``i``, with ``i`` itself FIRST (the pairwise-quadratic features of Example 1 need to know
-  which coordinate is the node's own), then its neighbours in increasing order.
+  ``i``, ``i`` itself FIRST (the quadratic features of Example 1 need the node's own
+  coordinate), then its neighbours in increasing order.
 
-Graph generators run on the host (NumPy) once per problem: they fix shapes. The builders check
-their arguments, and :func:`check_scopes` checks a :class:`Scopes` built by hand (the problem
-constructors of :mod:`gsjax.problem` call it); both raise ``ValueError`` naming the argument.
+Everything runs on the host (NumPy), once per problem. The builders and :func:`check_scopes`
+(for scopes built by hand) raise ``ValueError`` naming the argument.
 """
 
 from __future__ import annotations
@@ -24,20 +21,9 @@ import numpy as np
 from gsjax.checks import integer as _integer
 from gsjax.checks import positive_integer as _positive_integer
 
-__all__ = [
-    "Scopes",
-    "block_scopes",
-    "graph_scopes",
-    "scopes_from_rows",
-    "padded",
-    "check_scopes",
-    "chain_edges",
-    "grid_edges",
-    "complete_edges",
-    "random_bounded_degree_edges",
-    "scopes_are_disjoint",
-    "scopes_are_blocks",
-]
+__all__ = ["Scopes", "block_scopes", "graph_scopes", "scopes_from_rows", "padded", "check_scopes",
+           "chain_edges", "grid_edges", "complete_edges", "random_bounded_degree_edges",
+           "scopes_are_disjoint", "scopes_are_blocks"]
 
 
 class Scopes(NamedTuple):
@@ -49,10 +35,8 @@ class Scopes(NamedTuple):
 
 
 def block_scopes(num_blocks: int, block_dim: int) -> Scopes:
-    """Disjoint blocks: criterion ``i`` owns coordinates ``i*d .. i*d + d - 1``.
-
-    Raises ``ValueError`` unless ``num_blocks`` and ``block_dim`` are integers ``>= 1``.
-    """
+    """Disjoint blocks: criterion ``i`` owns coordinates ``i*d .. i*d + d - 1``; ``ValueError``
+    unless both arguments are integers ``>= 1``."""
     num_blocks = _positive_integer(num_blocks, "block_scopes: num_blocks")
     block_dim = _positive_integer(block_dim, "block_scopes: block_dim")
     index = np.arange(num_blocks * block_dim, dtype=np.int32).reshape(num_blocks, block_dim)
@@ -60,8 +44,7 @@ def block_scopes(num_blocks: int, block_dim: int) -> Scopes:
 
 
 def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
-    """Sorted distinct ``(min, max)`` pairs; ``ValueError`` naming ``edges[e]`` for an entry that
-    is not a pair of integers, is out of range ``[0, num_nodes)`` or is a self-loop."""
+    """Sorted distinct ``(min, max)`` pairs, each checked (``ValueError`` naming ``edges[e]``)."""
     out = set()
     for e, edge in enumerate(edges):
         name = f"graph_scopes: edges[{e}]"
@@ -70,15 +53,11 @@ def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
             raise ValueError(f"{name}: expected a pair (i, j) of node indices, got {edge!r}")
         i, j = (_integer(v, name) for v in pair)
         if not (0 <= i < num_nodes and 0 <= j < num_nodes):
-            raise ValueError(
-                f"{name} = {(i, j)} is out of range for num_nodes = {num_nodes} "
-                f"(node indices lie in [0, {num_nodes}))"
-            )
+            raise ValueError(f"{name} = {(i, j)} is out of range for num_nodes = {num_nodes} "
+                             f"(node indices lie in [0, {num_nodes}))")
         if i == j:
-            raise ValueError(
-                f"{name}: self-loop not allowed (scopes are closed neighbourhoods already), "
-                f"got {(i, j)}"
-            )
+            raise ValueError(f"{name}: self-loop not allowed (scopes are closed neighbourhoods "
+                             f"already), got {(i, j)}")
         out.add((min(i, j), max(i, j)))
     return sorted(out)
 
@@ -86,26 +65,20 @@ def _normalise_edges(num_nodes: int, edges) -> list[tuple[int, int]]:
 def graph_scopes(num_nodes: int, edges) -> Scopes:
     """Closed neighbourhoods of an undirected graph: ``N(i) = {i} + neighbours(i)``.
 
-    Args:
-      num_nodes: ``n = k``, an integer ``>= 1``.
-      edges: iterable of ``(i, j)`` pairs of integers in ``[0, num_nodes)`` with ``i != j``;
-        duplicates and orientation are ignored.
-
-    Raises:
-      ValueError: naming ``num_nodes`` or the offending ``edges[e]``.
+    ``num_nodes`` (``n = k``): an integer ``>= 1``; ``edges``: ``(i, j)`` pairs of integers in
+    ``[0, num_nodes)``, ``i != j`` (duplicates and orientation ignored). ``ValueError`` naming
+    ``num_nodes`` or the offending ``edges[e]``.
     """
     num_nodes = _positive_integer(num_nodes, "graph_scopes: num_nodes")
     nbrs = [set() for _ in range(num_nodes)]
     for i, j in _normalise_edges(num_nodes, edges):
         nbrs[i].add(j)
         nbrs[j].add(i)
-    rows = [[i] + sorted(nbrs[i]) for i in range(num_nodes)]
-    return padded(rows, num_nodes)
+    return padded([[i] + sorted(nbrs[i]) for i in range(num_nodes)], num_nodes)
 
 
 def padded(rows, num_coords: int) -> Scopes:
-    """Rows of indices in ``[0, num_coords)`` as a padded index array (int32, padded with 0) and
-    mask, as wide as the longest row (no checks)."""
+    """Rows of indices as :class:`Scopes`, padded with 0 to the longest row (no checks)."""
     m = max(len(r) for r in rows)
     index = np.zeros((len(rows), m), np.int32)
     mask = np.zeros((len(rows), m), bool)
@@ -118,10 +91,9 @@ def padded(rows, num_coords: int) -> Scopes:
 def scopes_from_rows(rows, num_coords: int) -> Scopes:
     """Scopes from one sequence of coordinate indices per criterion, in scope order.
 
-    ``rows[i]`` lists the coordinates criterion ``i`` reads (the first one is its own for the
-    quadratic features); rows are padded with 0 to the longest. The result passes
-    :func:`check_scopes`: ``num_coords`` an integer ``>= 1``, at least one row, every row
-    non-empty, its entries distinct integers in ``[0, num_coords)``.
+    ``rows[i]`` lists the coordinates criterion ``i`` reads (the first: its own for the
+    quadratic features): at least one row, each non-empty, of distinct integers in
+    ``[0, num_coords)``; the result passes :func:`check_scopes`.
     """
     num_coords = _positive_integer(num_coords, "scopes_from_rows: num_coords")
     rows = list(rows)
@@ -143,18 +115,11 @@ def check_scopes(scopes: Scopes, num_coords: int | None = None, *,
                  where: str = "check_scopes") -> Scopes:
     """Check a :class:`Scopes` and return it with NumPy ``index`` and ``mask``.
 
-    Checks, each a ``ValueError`` prefixed ``where`` and naming the entry:
-
-    * ``scopes.num_coords`` is an integer ``>= 1``, equal to ``num_coords`` when given;
-    * ``scopes.index`` is a 2-D integer array of shape ``(k, m)``, ``k, m >= 1``;
-    * ``scopes.mask`` is a bool array of the same shape;
-    * every criterion has at least one unmasked entry (no empty scope);
-    * every unmasked index lies in ``[0, num_coords)`` (no negative index: JAX gathers would
-      wrap or clamp it silently);
-    * no unmasked index repeats within one criterion's scope.
-
-    Masked (padding) entries are not checked: every reader masks them, so their values do not
-    change any result (the builders pad with 0).
+    ``ValueError`` prefixed ``where`` and naming the entry unless: ``scopes.num_coords`` is an
+    integer ``>= 1`` (equal to ``num_coords`` when given); ``index`` a ``(k, m)`` integer array,
+    ``k, m >= 1``; ``mask`` a bool array of its shape; every scope non-empty, its unmasked
+    indices distinct and in ``[0, num_coords)`` (JAX gathers would wrap or clamp a negative
+    one silently). Masked (padding) entries are not checked: every reader masks them.
     """
     n = _positive_integer(scopes.num_coords, f"{where}: scopes.num_coords")
     if num_coords is not None and n != num_coords:
@@ -174,23 +139,11 @@ def check_scopes(scopes: Scopes, num_coords: int | None = None, *,
                          f"{index.shape}, got {mask.shape}")
     if mask.dtype != np.bool_:
         raise ValueError(f"{where}: scopes.mask: expected a bool array, got dtype {mask.dtype}")
-    _check_nonempty(mask, where)
-    _check_in_range(index, mask, n, where)
-    _check_distinct(index, mask, where)
-    return Scopes(index, mask, n)
-
-
-def _check_nonempty(mask: np.ndarray, where: str) -> None:
-    """Every row of ``mask`` has a True entry."""
     empty = np.flatnonzero(~mask.any(axis=1))
     if empty.size:
         i = int(empty[0])
         raise ValueError(f"{where}: scopes.mask[{i}]: criterion {i} has an empty scope "
                          f"(no unmasked entry), got {mask[i].tolist()}")
-
-
-def _check_in_range(index: np.ndarray, mask: np.ndarray, n: int, where: str) -> None:
-    """Every unmasked entry of ``index`` lies in ``[0, n)``."""
     bad = np.argwhere(mask & ((index < 0) | (index >= n)))
     if bad.size:
         i, j = (int(v) for v in bad[0])
@@ -198,12 +151,8 @@ def _check_in_range(index: np.ndarray, mask: np.ndarray, n: int, where: str) -> 
         why = "negative indices are not allowed" if v < 0 else f"num_coords = {n}"
         raise ValueError(f"{where}: scopes.index[{i}, {j}]: coordinate index out of range "
                          f"[0, {n}) ({why}), got {v}")
-
-
-def _check_distinct(index: np.ndarray, mask: np.ndarray, where: str) -> None:
-    """No unmasked entry repeats within a row (entries already checked >= 0)."""
+    # padding becomes distinct negative sentinels, so only real entries (>= 0) can collide
     m = index.shape[1]
-    # Padding becomes distinct negative sentinels, so only real entries can collide.
     keyed = np.where(mask, index.astype(np.int64), -1 - np.arange(m, dtype=np.int64)[None, :])
     srt = np.sort(keyed, axis=1)
     rows = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
@@ -213,6 +162,7 @@ def _check_distinct(index: np.ndarray, mask: np.ndarray, where: str) -> None:
         at = np.flatnonzero(mask[i] & (index[i] == dup)).tolist()
         raise ValueError(f"{where}: scopes.index[{i}]: criterion {i} lists coordinate {int(dup)} "
                          f"more than once (entries {at}), got {index[i][mask[i]].tolist()}")
+    return Scopes(index, mask, n)
 
 
 def chain_edges(num_nodes: int) -> list[tuple[int, int]]:
@@ -232,23 +182,16 @@ def complete_edges(num_nodes: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(num_nodes) for j in range(i + 1, num_nodes)]
 
 
-def random_bounded_degree_edges(
-    num_nodes: int, max_degree: int, num_edges: int, seed: int
-) -> list[tuple[int, int]]:
-    """A random simple graph with every degree ``<= max_degree``.
-
-    Candidate pairs are visited in a random order (NumPy ``default_rng(seed)``) and kept while
-    both endpoints have spare degree, until ``num_edges`` are kept or the pairs run out. The
-    result is a deterministic function of the arguments; it may hold fewer than ``num_edges``
-    edges when the degree bound makes more impossible to reach greedily.
-    """
-    rng = np.random.default_rng(seed)
-    deg = np.zeros(num_nodes, int)
-    kept: list[tuple[int, int]] = []
+def random_bounded_degree_edges(num_nodes: int, max_degree: int, num_edges: int,
+                                seed: int) -> list[tuple[int, int]]:
+    """A random simple graph with every degree ``<= max_degree``: pairs in a random order
+    (NumPy ``default_rng(seed)``), each kept while both ends have spare degree, until
+    ``num_edges`` are kept (fewer when the pairs run out)."""
     if num_nodes < 2 or num_edges == 0:
-        return kept
+        return []
+    deg, kept = np.zeros(num_nodes, int), []
     iu, ju = np.triu_indices(num_nodes, k=1)
-    for p in rng.permutation(len(iu)):
+    for p in np.random.default_rng(seed).permutation(len(iu)):
         i, j = int(iu[p]), int(ju[p])
         if deg[i] < max_degree and deg[j] < max_degree:
             kept.append((i, j))
@@ -260,8 +203,7 @@ def random_bounded_degree_edges(
 
 
 def scopes_are_blocks(scopes: Scopes) -> bool:
-    """True when the scopes are the contiguous blocks ``arange(n).reshape(k, m)``, every entry
-    real: reading a state at the scopes is then a reshape."""
+    """True when the scopes are ``arange(n).reshape(k, m)``, all real: reading them is a reshape."""
     k, m = scopes.index.shape
     return (k * m == scopes.num_coords and bool(np.all(scopes.mask))
             and np.array_equal(scopes.index, np.arange(k * m).reshape(k, m)))

@@ -4,25 +4,20 @@ r"""The lower confidence bound and its minimisation over the box (eq. 7).
     \mathrm{LCB}_t(s) = \sum_i \langle \phi_i(s), \hat\theta_{t,i}\rangle
         - \beta_{t,i} \|\phi_i(s)\|_{V_{t,i}^{-1}}
 
-Two solvers, both restricted to a mask of *free* coordinates (the others stay at the starting
-state, as the asynchronous algorithm needs):
+Two solvers over a mask of *free* coordinates (the others stay at the starting state):
 
-* :func:`minimise_pgd` -- projected gradient descent with an optax optimiser and
-  ``optax.projections.projection_box``, a fixed number of steps (a ``lax.scan``: fixed cost,
-  differentiable), several starts: start 0 is the current state, the others uniform on the box.
-  The best final point is kept.
-* :func:`minimise_vertex` -- exact for linear features: the LCB is then concave in ``s`` (a linear
-  term minus a norm), so its minimum over a box is attained at a vertex. Disjoint scopes are
-  enumerated block by block (``2^m`` vertices each); overlapping scopes enumerate the
-  ``2^n`` vertices of the whole box (small ``n`` only).
+* :func:`minimise_pgd` -- projected gradient descent (an optax optimiser,
+  ``optax.projections.projection_box``), a fixed number of steps (a ``lax.scan``), several
+  starts: start 0 the current state, the others uniform on the box; the best is kept.
+* :func:`minimise_vertex` -- exact for linear features, where the LCB is concave in ``s`` and
+  its minimum is at a vertex: block by block for disjoint scopes (``2^m`` vertices each), else
+  the ``2^n`` vertices of the box (small ``n`` only).
 
-Tie rule (exact ties happen while ``theta_hat = 0``, and in symmetric states such as a block
-after its first all-ones round): among candidates whose values are within
-``64 eps max(1, |min|)`` of the minimum, the lowest index wins (:func:`first_min`). The
-tolerance makes the rule hold for ties of exact arithmetic that rounding splits by an ulp. For PGD, start 0 is the current state, so a tie between starts keeps the
-result reached from the current state. For vertices, vertex ``p`` sets free coordinate ``j``
-(the ``j``-th free coordinate of the block, in scope order) to bit ``j`` of ``p``; the lowest
-``p`` among equal values wins, i.e. ties prefer 0 on the earlier coordinates.
+Tie rule (exact ties happen while ``theta_hat = 0`` and in symmetric states): among values
+within ``64 eps max(1, |min|)`` of the minimum (ties that rounding splits by an ulp), the
+lowest index wins (:func:`first_min`): for PGD start 0, the current state; for vertices the
+lowest ``p``, vertex ``p`` setting the ``j``-th free coordinate (in scope order) to bit ``j`` of
+``p``, so ties prefer 0 on the earlier coordinates.
 
 The norm uses ``sqrt(max(q, 1e-12))`` so that its gradient stays finite where ``phi = 0``.
 """
@@ -38,25 +33,9 @@ import optax
 
 from gsjax.problem import Problem, Structure, all_features
 
-__all__ = [
-    "lcb_terms",
-    "lcb_value",
-    "minimise_pgd",
-    "minimise_objective_pgd",
-    "minimise_vertex",
-    "minimise_vertices",
-    "scope_slots",
-    "by_slot",
-    "Objective",
-    "Blocks",
-    "node_objective",
-    "Pick",
-    "first_pick",
-    "softmin_pick",
-    "MAX_VERTEX_COORDS",
-    "first_min",
-    "bit_table",
-]
+__all__ = ["lcb_terms", "lcb_value", "minimise_pgd", "minimise_objective_pgd", "minimise_vertex",
+           "minimise_vertices", "scope_slots", "by_slot", "Objective", "Blocks", "node_objective",
+           "Pick", "first_pick", "softmin_pick", "MAX_VERTEX_COORDS", "first_min", "bit_table"]
 
 MAX_VERTEX_COORDS = 16  # whole-box enumeration limit for overlapping scopes
 _TINY = 1e-12
@@ -66,9 +45,8 @@ def first_min(values: jax.Array) -> jax.Array:
     """Index of the first entry within ``64 eps max(1, |min|)`` of the minimum of (P,) values."""
     m = jnp.min(values)
     tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
-    # argmax of the mask, written as the least index that passes (a plain min, which XLA CPU
-    # runs faster than argmax's two-output reduce: LinUCB 1.10x, benchmarks/ab_round.py
-    # --change first_min); none passes only for NaN values, where argmax also gives 0
+    # the least index that passes: a plain min, faster on XLA CPU than argmax's two-output
+    # reduce (benchmarks/ab_round.py); none passes only for NaN values, where argmax gives 0
     p = values.shape[-1]
     first = jnp.min(jnp.where(values <= m + tol, jnp.arange(p, dtype=jnp.int32), p))
     return jnp.where(first == p, 0, first)
@@ -88,16 +66,15 @@ def first_pick(values: jax.Array, candidates: jax.Array) -> tuple[jax.Array, jax
 
 
 def _row(x: jax.Array, p) -> jax.Array:
-    """``x[p]``; among few rows (a block's vertices) by selects, which fuse into the round
-    (exact: no arithmetic), instead of a gather (on CPU a kernel of its own under vmap)."""
+    """``x[p]``; among few rows by selects, which fuse (a gather is a CPU kernel of its own)."""
     return x[p] if x.shape[0] > _SELECT_MAX else jax.lax.select_n(p, *x)
 
 
 def softmin_pick(temperature, tie_break) -> Pick:
     """The soft choice: candidates averaged with weights ``softmax(-(v_p + kappa sqrt(tau) p)
-    / tau)``. As ``tau -> 0`` it is :func:`first_pick`, ties included: the penalty on the index
-    ``p`` vanishes but dominates ``tau``, so an exact tie goes to the lowest index (a penalty
-    proportional to ``tau`` would leave a tie split ``1 : e^{-kappa}`` at every temperature)."""
+    / tau)``. As ``tau -> 0`` it is :func:`first_pick`, ties included: the index penalty
+    vanishes but dominates ``tau`` (one proportional to ``tau`` would split a tie
+    ``1 : e^{-kappa}`` at every temperature)."""
 
     def pick(values, candidates):
         idx = jnp.arange(values.shape[-1], dtype=values.dtype)
@@ -108,9 +85,8 @@ def softmin_pick(temperature, tie_break) -> Pick:
 
 
 def _bonus(phi: jax.Array, inv: jax.Array) -> jax.Array:
-    # phi^T V^-1 phi as element-wise products and sums in the order of the dot, bit for bit the
-    # einsum's on CPU; under grad and vmap the einsum became batched dots that made PGD on
-    # scopes of 4 or more ~40x slower (benchmarks/pgd_bonus.py)
+    # phi^T V^-1 phi element-wise, bit for bit the einsum's on CPU, which under grad and vmap
+    # became batched dots ~40x slower for scopes of 4 or more (benchmarks/pgd_bonus.py)
     q = jnp.sum(jnp.sum(phi[..., :, None] * inv, axis=-2) * phi, axis=-1)
     return jnp.sqrt(jnp.maximum(q, _TINY))
 
@@ -120,57 +96,29 @@ def lcb_terms(phi: jax.Array, theta_hat: jax.Array, inv: jax.Array, beta: jax.Ar
     return jnp.sum(phi * theta_hat, axis=-1) - beta * _bonus(phi, inv)
 
 
-def lcb_value(
-    structure: Structure,
-    problem: Problem,
-    s: jax.Array,
-    theta_hat: jax.Array,
-    inv: jax.Array,
-    beta: jax.Array,
-) -> jax.Array:
+def lcb_value(structure: Structure, problem: Problem, s: jax.Array, theta_hat: jax.Array,
+              inv: jax.Array, beta: jax.Array) -> jax.Array:
     """() ``LCB(s)`` for the state ``s`` (n,), estimates (k, d), inverses (k, d, d), beta (k,)."""
     phi = all_features(structure, problem, s)
     return jnp.sum(lcb_terms(phi, theta_hat, inv, beta))
 
 
-def minimise_pgd(
-    key: jax.Array,
-    structure: Structure,
-    problem: Problem,
-    theta_hat: jax.Array,
-    inv: jax.Array,
-    beta: jax.Array,
-    s_init: jax.Array,
-    free: jax.Array,
-    *,
-    num_steps: int,
-    num_starts: int,
-    learning_rate,
-    optimizer: str = "adam",
-    include_current: bool = True,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Projected gradient descent on the LCB over the free coordinates.
+def minimise_pgd(key: jax.Array, structure: Structure, problem: Problem, theta_hat: jax.Array,
+                 inv: jax.Array, beta: jax.Array, s_init: jax.Array, free: jax.Array, *,
+                 num_steps: int, num_starts: int, learning_rate, optimizer: str = "adam",
+                 include_current: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Projected gradient descent on the LCB over the ``free`` (n,) coordinates.
 
-    Args:
-      key: draws the random starts.
-      s_init: (n,) current state; start 0 and the value of every non-free coordinate.
-      free: (n,) bool mask of coordinates that may move.
-      num_steps: static, the optimiser steps of every start.
-      num_starts: static, the number of starts.
-      learning_rate: optimiser step size (may be traced).
-      optimizer: "adam" or "sgd".
-      include_current: start 0 is ``s_init`` (default); when False every start is uniform on
-        the box (the free coordinates), so the answer carries fresh randomness each call.
-
-    Returns:
-      ``(s, value, residual)``: best final point (n,), its LCB, and the norm of its projected
-      gradient step restricted to the free coordinates (0 at a box-constrained stationary point).
+    ``key`` draws the random starts; ``s_init`` (n,) is start 0 (unless ``include_current`` is
+    False: then every start is uniform on the box) and the value of every non-free coordinate;
+    ``num_steps`` and ``num_starts`` are static; ``learning_rate`` may be traced; ``optimizer``:
+    "adam" or "sgd". Returns ``(s, value, residual)``: the best final point (n,), its LCB, and
+    the norm of its projected gradient step on the free coordinates (0 at a stationary point).
     """
     value = lambda s: lcb_value(structure, problem, s, theta_hat, inv, beta)
-    return minimise_objective_pgd(
-        key, value, s_init, free, num_steps=num_steps, num_starts=num_starts,
-        learning_rate=learning_rate, optimizer=optimizer, include_current=include_current,
-    )
+    return minimise_objective_pgd(key, value, s_init, free, num_steps=num_steps,
+                                  num_starts=num_starts, learning_rate=learning_rate,
+                                  optimizer=optimizer, include_current=include_current)
 
 
 def minimise_objective_pgd(key, value, s_init, free, *, num_steps: int, num_starts: int,
@@ -181,18 +129,14 @@ def minimise_objective_pgd(key, value, s_init, free, *, num_steps: int, num_star
     points (default: the lowest value, ties to the lowest start)."""
     grad = jax.grad(value)
     n = s_init.shape[-1]
+    count = num_starts - 1 if include_current else num_starts
+    starts = jax.random.uniform(key, (count, n), jnp.float32).astype(s_init.dtype)
     if include_current:
-        rand = jax.random.uniform(key, (num_starts - 1, n), jnp.float32).astype(s_init.dtype)
-        starts = jnp.concatenate([s_init[None], rand], axis=0)
-    else:
-        starts = jax.random.uniform(key, (num_starts, n), jnp.float32).astype(s_init.dtype)
+        starts = jnp.concatenate([s_init[None], starts], axis=0)
     starts = jnp.where(free, starts, s_init)
-    if optimizer == "adam":
-        opt = optax.adam(learning_rate)
-    elif optimizer == "sgd":
-        opt = optax.sgd(learning_rate)
-    else:
+    if optimizer not in ("adam", "sgd"):
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed: ('adam', 'sgd')")
+    opt = getattr(optax, optimizer)(learning_rate)
 
     def descend(s0):
         def body(carry, _):
@@ -218,9 +162,8 @@ def bit_table(width: int) -> np.ndarray:
 
 
 def _rank(free: jax.Array, width: int) -> jax.Array:
-    """The index of each free entry among the free (clipped to the bit table's width). A few
-    entries: sums under a static triangle, fused into the reader (a ``cumsum`` is a kernel
-    of its own on CPU)."""
+    """The rank of each free entry among the free (clipped to ``width``); few entries: sums under
+    a static triangle, which fuse (a ``cumsum`` is a CPU kernel of its own)."""
     f = free.astype(jnp.int32)
     w = f.shape[-1]
     if w <= _SELECT_COLS:
@@ -241,10 +184,8 @@ def _vertices_from_free(bits: jax.Array, base: jax.Array, free: jax.Array) -> ja
 
 
 def _choose(pick: Pick, values: jax.Array, verts: jax.Array, base: jax.Array, free: jax.Array):
-    """``pick(values, verts)`` for the vertices :func:`_vertices_from_free` made of ``(base,
-    free)``. The hard pick's vertex ``p`` is built from the bits of ``p`` (free entry ``j`` of
-    rank ``r`` takes bit ``r``): ``verts[p]`` exactly, element-wise, where choosing among the
-    ``P`` rows was a select kernel of ~2 ns an entry (LinUCB's round 1.17x, RESULTS.md)."""
+    """``pick(values, verts)`` for the vertices of ``(base, free)``; the hard pick builds
+    ``verts[p]`` from the bits of ``p`` element-wise, not by a select among the rows (faster)."""
     if pick is not first_pick:
         return pick(values, verts)
     p = first_min(values)
@@ -263,10 +204,9 @@ class Blocks(NamedTuple):
 
 
 class Objective(NamedTuple):
-    """What a solver minimises over the box: ``value(s) -> ()``, and, when the LCB separates
-    over disjoint blocks of linear features, its :class:`Blocks` (vertex enumeration then
-    runs block by block); ``terms``: the per-criterion linear terms on any scopes (the same
-    record), which the DP solver (:mod:`gsjax.dp`) eliminates."""
+    """What a solver minimises over the box: ``value(s) -> ()``; ``blocks``, when the LCB
+    separates over disjoint blocks of linear features (enumerated block by block); ``terms``,
+    the per-criterion linear terms on any scopes, for the DP solver (:mod:`gsjax.dp`)."""
 
     value: Callable
     blocks: Blocks | None = None
@@ -286,8 +226,7 @@ def node_objective(structure: Structure, problem: Problem, theta_hat, inv, beta)
 
 def scope_slots(scopes: jax.Array, scope_mask: jax.Array, n: int) -> jax.Array:
     """(n,) int32: for DISJOINT scopes (k, m), the flat index ``i * m + p`` of the real scope
-    entry holding coordinate ``j``, or ``k * m`` for a coordinate in no scope. Per-coordinate
-    values are then ``padded_flat[slot]`` (a gather; pad the flat array with one entry)."""
+    entry holding coordinate ``j``, or ``k * m`` for a coordinate in no scope (:func:`by_slot`)."""
     km = scopes.size
     tgt = jnp.where(scope_mask.reshape(-1), scopes.reshape(-1), n)  # padding -> dummy slot n
     return jnp.full((n + 1,), km, jnp.int32).at[tgt].set(jnp.arange(km, dtype=jnp.int32))[:n]
@@ -302,11 +241,9 @@ def by_slot(flat: jax.Array, slots: jax.Array) -> jax.Array:
 def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):
     """Exact minimiser of a concave objective over the vertices of the free coordinates
     (block by block when it separates; else the ``2^n`` vertices of the box, ``n <= 16``).
-
     Vertex ``p`` sets free coordinate ``j`` (in scope order) to bit ``j`` of ``p``; ``pick``
     chooses (default: the lowest value, ties to the lowest ``p``). Returns
-    ``(s, value, residual)`` with residual 0.
-    """
+    ``(s, value, residual)`` with residual 0."""
     dtype = s_init.dtype
     zero = jnp.zeros((), dtype)
     bl = objective.blocks
@@ -326,9 +263,7 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
         if objective.contiguous:
             s = jnp.where(free, best.reshape(-1), s_init)
         else:
-            # Disjoint scopes: coordinate j takes its block's choice at its one scope entry, a
-            # gather (the slots depend on the structure only, so XLA computes them once per
-            # call, not per round), not a scatter (on CPU a loop of one trip per scope entry).
+            # each coordinate reads its block's choice: a gather, not a scatter (slow on CPU)
             slot = scope_slots(bl.scopes, bl.scope_mask, s_init.shape[-1])
             s = jnp.where((slot < bl.scopes.size) & free, by_slot(best.reshape(-1), slot),
                           s_init)

@@ -7,22 +7,17 @@ For a criterion with features :math:`\phi_t \in \mathbb{R}^d` and feedback :math
     b_t = \sum_{\tau \le t} \phi_\tau y_\tau, \qquad \hat\theta_t = V_t^{-1} b_t .
 
 ``V^{-1}`` is advanced by Sherman--Morrison and ``log det V`` by the matrix determinant lemma
-(``log det V' = log det V + log1p(phi^T V^{-1} phi)``), the rank-one updates of the paper
-(Section 4). In float32 both drift: with ``lambda_reg = 0.01`` the incremental log-det can move by
-more than ``log 2`` within 10^3 updates, which changes *when the lazy trigger fires*
-(DESIGN section 2). The data Gram matrix ``S = sum phi phi^T`` is therefore kept as the source of
-truth, WITHOUT ``lambda`` folded in (for features in {0, 1} its entries are integers, exact in
-float32; ``lambda I + S`` rounds every entry at every addition), and :func:`refresh` recomputes
-``V^{-1}`` and ``log det V`` from ``S`` and ``lambda`` (closed form for ``d <= 2``, Cholesky
-otherwise). :func:`update` refreshes when asked to; the algorithms ask every ``refresh_every``
-rounds (default: every round). Statistics refreshed every round need not carry ``V^{-1}`` at
-all (``init(..., carry_inverse=False)``: ``inv`` is ``None`` and :func:`inverse` recomputes it
-from ``S`` where it is read), which keeps the largest array out of a sweep's round-to-round state.
+(Section 4). In float32 both drift (with ``lambda_reg = 0.01`` the log-det can move by more than
+``log 2`` within 10^3 updates, which changes *when the lazy trigger fires*, DESIGN section 2), so
+the data Gram matrix ``S = sum phi phi^T`` is the source of truth, WITHOUT ``lambda`` folded in
+(for features in {0, 1} its entries are exact integers), and :func:`refresh` recomputes
+``V^{-1}`` and ``log det V`` from ``S`` and ``lambda``; :func:`update` refreshes when asked to
+(the algorithms: every ``refresh_every`` rounds). Statistics refreshed every round need not carry
+``V^{-1}`` (``init(..., carry_inverse=False)``; :func:`inverse` recomputes it where read).
 
-Float32 limit (measured, tests/test_linalg.py): the refreshed log-det is as accurate as the
-conditioning of ``V`` allows, about ``eps32 * cond(V)``; after ``N`` identical updates
-``cond(V) ~ N / lambda``. For trigger counts identical to float64 at tiny ``lambda`` over very
-long horizons, run with ``dtype = "float64"``.
+Float32 limit (tests/test_linalg.py): the refreshed log-det is accurate to about
+``eps32 * cond(V)``, and ``cond(V) ~ N / lambda`` after ``N`` identical updates; use
+``dtype = "float64"`` for float64's trigger counts at tiny ``lambda`` over long horizons.
 
 Every function here handles ONE criterion; callers ``vmap`` over the criterion axis.
 """
@@ -35,25 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = [
-    "REFRESH_METHODS",
-    "RidgeStats",
-    "init",
-    "add_gram",
-    "gram",
-    "sherman_morrison",
-    "logdet_increment",
-    "advance",
-    "symmetrize",
-    "refresh",
-    "update",
-    "theta_hat",
-    "inverse",
-    "RANK_K_METHODS",
-    "woodbury",
-    "sherman_morrison_steps",
-    "update_rank_k",
-]
+__all__ = ["REFRESH_METHODS", "RidgeStats", "init", "add_gram", "gram", "sherman_morrison",
+           "logdet_increment", "advance", "symmetrize", "refresh", "update", "theta_hat",
+           "inverse", "RANK_K_METHODS", "woodbury", "sherman_morrison_steps", "update_rank_k"]
 
 
 class RidgeStats(NamedTuple):
@@ -61,49 +40,34 @@ class RidgeStats(NamedTuple):
 
     data_gram: jax.Array  # (d, d) S = sum phi phi^T (no lambda), the source of truth
     lam: jax.Array  # () lambda_reg: V = lambda I + S
-    inv: jax.Array | None  # (d, d) V^{-1}, Sherman-Morrison between refreshes; None: not
-    # carried (refreshed every round, recomputed from data_gram by `inverse`)
+    inv: jax.Array | None  # (d, d) V^{-1} between refreshes; None: not carried (see `inverse`)
     b: jax.Array  # (d,) sum phi y
     logdet: jax.Array  # () log det V, determinant lemma between refreshes
-    # (d, d) the rounding error of the data_gram sum still to be added (Kahan compensation);
-    # None: the plain float sum (see `add_gram`)
-    gram_err: jax.Array | None = None
+    gram_err: jax.Array | None = None  # (d, d) Kahan compensation of data_gram (`add_gram`)
 
 
 def init(lambda_reg: jax.Array, d: int, dtype=jnp.float32, carry_inverse: bool = True,
          compensated: bool = False) -> RidgeStats:
-    """Prior statistics ``V = lambda I``, ``b = 0``.
+    """Prior statistics ``V = lambda I`` (``lambda_reg > 0``), ``b = 0``, of dimension ``d``.
 
-    Args:
-      lambda_reg: () ridge regulariser (> 0).
-      d: feature dimension (padded).
-      dtype: floating dtype.
-      carry_inverse: keep ``V^{-1}`` in the statistics (needed for Sherman--Morrison steps);
-        ``False``: ``inv`` is ``None`` and every :func:`update` must refresh.
-      compensated: sum the data Gram matrix with Kahan compensation (:func:`add_gram`).
+    ``carry_inverse=False``: ``inv`` is ``None`` and every :func:`update` must refresh;
+    ``compensated``: sum the data Gram matrix with Kahan compensation (:func:`add_gram`).
     """
     lam = jnp.asarray(lambda_reg, dtype)
     eye = jnp.eye(d, dtype=dtype)
-    return RidgeStats(
-        data_gram=jnp.zeros((d, d), dtype),
-        lam=lam,
-        inv=eye / lam if carry_inverse else None,
-        b=jnp.zeros((d,), dtype),
-        logdet=d * jnp.log(lam),
-        gram_err=jnp.zeros((d, d), dtype) if compensated else None,
-    )
+    return RidgeStats(data_gram=jnp.zeros((d, d), dtype), lam=lam,
+                      inv=eye / lam if carry_inverse else None, b=jnp.zeros((d,), dtype),
+                      logdet=d * jnp.log(lam),
+                      gram_err=jnp.zeros((d, d), dtype) if compensated else None)
 
 
 def add_gram(stats: RidgeStats, outer: jax.Array) -> tuple[jax.Array, jax.Array | None]:
     """``(data_gram + outer, gram_err)``: the plain float sum, or, when the statistics carry
-    ``gram_err``, Kahan's compensated sum (the rounding of each addition kept and added back at
-    the next; error O(eps |S|) instead of O(T eps |S|) after T rounds).
+    ``gram_err``, Kahan's compensated sum (error O(eps |S|) instead of O(T eps |S|)).
 
-    Why: with fractional states (PGD) a float32 plain sum over 10^4 rounds rounds entries
-    of ``S`` apart by more than a small ``lambda`` (Cauchy--Schwarz broken, ``S_01^2 > S_00
-    S_11``): ``V`` turns indefinite, ``log det V`` NaN and the LCB's norm imaginary. At vertex
-    states (0/1 features) the sums are of small integers, exact either way, and the
-    compensation stays zero: the same bits as the plain sum."""
+    With fractional states (PGD) a float32 plain sum over 10^4 rounds can break
+    Cauchy--Schwarz by more than a small ``lambda``: ``V`` indefinite, ``log det V`` NaN. At
+    vertex states the sums are of small integers and the compensation stays zero."""
     if stats.gram_err is None:
         return stats.data_gram + outer, None
     y = outer - stats.gram_err
@@ -123,19 +87,13 @@ def symmetrize(a: jax.Array) -> jax.Array:
 
 
 def apply(inv: jax.Array, x: jax.Array) -> jax.Array:
-    """``V^{-1} x`` over any leading axes, as element-wise products and a sum: XLA CPU fuses
-    that into its neighbours, where a small matrix product is a dot kernel of its own with a
-    transposed copy in front (``benchmarks/ab_round.py --change elementwise``)."""
+    """``V^{-1} x`` over any leading axes, as element-wise products and a sum, which XLA CPU
+    fuses (a small matrix product is a kernel of its own; ``benchmarks/ab_round.py``)."""
     return jnp.sum(inv * x[..., None, :], axis=-1)
 
 
 def sherman_morrison(inv: jax.Array, x: jax.Array) -> jax.Array:
-    """``(V + x x^T)^{-1}`` from ``V^{-1}`` (symmetric ``V``), symmetrised.
-
-    Args:
-      inv: (d, d) current inverse.
-      x: (d,) rank-one direction.
-    """
+    """``(V + x x^T)^{-1}`` from ``V^{-1}`` (d, d), symmetric ``V``, and ``x`` (d,), symmetrised."""
     u = apply(inv, x)
     return symmetrize(inv - jnp.outer(u, u) / (1.0 + jnp.sum(x * u)))
 
@@ -151,16 +109,12 @@ REFRESH_METHODS = ("cholesky", "unrolled")
 def refresh(data_gram: jax.Array, lam, method: str = "cholesky") -> tuple[jax.Array, jax.Array]:
     """Exact ``(V^{-1}, log det V)`` of ``V = lambda I + S`` recomputed from ``S``.
 
-    Closed form for ``d = 1, 2`` (explicit element-wise formulas vectorise best on CPU), a
-    Cholesky factorisation otherwise. For ``d = 2`` the determinant is expanded as
-    ``(ac - b^2) + lambda (a + c) + lambda^2`` so that the data part ``ac - b^2`` -- exact for
-    integer ``S`` -- is not swamped by rounding ``lambda`` into ``a`` and ``c`` first.
-
-    ``method`` (``d >= 3``): ``"cholesky"``, LAPACK's (one library call per matrix), or
-    ``"unrolled"``, the same factorisation written out element by element
-    (:func:`_unrolled`), which XLA vectorises over the criteria and seeds: 4.1x, 2.0x, 3.5x
-    faster for 10^6 blocks of d = 3, 4, 5 in float32 (``python benchmarks/refresh.py``), equal
-    up to rounding (the last bits differ: log dets by up to 3e-6 there).
+    Closed form for ``d = 1, 2``; for ``d = 2`` the determinant is
+    ``(ac - b^2) + lambda (a + c) + lambda^2``, so the data part (exact for integer ``S``) is not
+    swamped by rounding ``lambda`` into ``a`` and ``c`` first. For ``d >= 3``, ``method``:
+    ``"cholesky"`` (LAPACK's, one call per matrix) or ``"unrolled"``, the same factorisation
+    written out element by element, which XLA vectorises (2-4x faster for ``d = 3..5``,
+    ``benchmarks/refresh.py``; equal up to rounding).
     """
     d = data_gram.shape[-1]
     if method not in REFRESH_METHODS:
@@ -177,23 +131,20 @@ def refresh(data_gram: jax.Array, lam, method: str = "cholesky") -> tuple[jax.Ar
         return _unrolled(gram_)
     chol = jnp.linalg.cholesky(gram_)
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
-    eye = jnp.eye(d, dtype=data_gram.dtype)
-    inv = jax.scipy.linalg.cho_solve((chol, True), eye)
+    inv = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(d, dtype=data_gram.dtype))
     return symmetrize(inv), logdet
 
 
 def _inverse2(a, b, c, lam, det):
-    """``[[c + lam, -b], [-b, a + lam]] / det`` built by selects on the entry's index, which XLA
-    fuses into the readers (a stack is a concatenation it writes out, then transposes)."""
+    """``[[c + lam, -b], [-b, a + lam]] / det`` by selects, which XLA fuses into the readers."""
     i, j = np.indices((2, 2))
     return jnp.where(i != j, -b, jnp.where(i == 0, c + lam, a + lam)) / det
 
 
 def _unrolled(v: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(V^{-1}, log det V)`` of a small SPD ``V`` by the Cholesky factor ``V = L L^T``, its
-    inverse ``M = L^{-1}`` by forward substitution and ``V^{-1} = M^T M``, every entry a scalar
-    expression (``d^3 / 3`` of them: meant for ``d`` up to about 8). Symmetric by construction;
-    a non-positive pivot gives NaN, as LAPACK's factorisation does."""
+    """``(V^{-1}, log det V)`` of a small SPD ``V``: ``V = L L^T``, ``M = L^{-1}`` by forward
+    substitution, ``V^{-1} = M^T M``, every entry a scalar expression (``d`` up to about 8).
+    A non-positive pivot gives NaN, as LAPACK's does."""
     d = v.shape[-1]
     low = [[None] * d for _ in range(d)]
     for j in range(d):
@@ -222,24 +173,17 @@ def _unrolled(v: jax.Array) -> tuple[jax.Array, jax.Array]:
             for p in range(i + 1, d):
                 acc = acc + m[p][i] * m[p][j]
             inv[i][j] = inv[j][i] = acc
-    logdet = jnp.log(low[0][0])
-    for j in range(1, d):
-        logdet = logdet + jnp.log(low[j][j])
+    logdet = sum((jnp.log(low[j][j]) for j in range(1, d)), jnp.log(low[0][0]))
     return jnp.stack([jnp.stack(row) for row in inv]), 2.0 * logdet
 
 
 def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh,
            method: str = "cholesky") -> RidgeStats:
-    """Add one observation ``(x, y)``.
+    """Add one observation: ``x`` (d,) features (zeros on padded entries), ``y`` () feedback.
 
-    Args:
-      stats: current statistics.
-      x: (d,) feature vector (zeros on padded entries).
-      y: () observed feedback.
-      do_refresh: a Python bool (static) or a traced scalar bool; when true, ``V^{-1}`` and
-        ``log det V`` are recomputed from the updated data Gram matrix and ``lambda`` instead
-        of advanced incrementally.
-      method: :func:`refresh`'s.
+    ``do_refresh`` (a Python bool or a traced scalar bool): recompute ``V^{-1}`` and
+    ``log det V`` from the data Gram matrix (:func:`refresh` by ``method``) instead of
+    advancing them incrementally.
     """
     def incremental(_):
         return sherman_morrison(stats.inv, x), stats.logdet + logdet_increment(stats.inv, x)
@@ -257,8 +201,7 @@ def update(stats: RidgeStats, x: jax.Array, y: jax.Array, do_refresh,
 def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refresh,
             gram_err=None) -> RidgeStats:
     """New statistics with ``(inv, logdet)`` from ``incremental(None)``, or recomputed by
-    ``exact(data_gram, lam)`` (default :func:`refresh`) when ``do_refresh`` (static bool or
-    traced scalar); ``gram_err``: :func:`add_gram`'s."""
+    ``exact(data_gram, lam)`` when ``do_refresh`` (static bool or traced scalar)."""
     recompute = lambda _: exact(data_gram, stats.lam)  # noqa: E731
     if isinstance(do_refresh, bool):
         inv, logdet = recompute(None) if do_refresh else incremental(None)
@@ -269,8 +212,7 @@ def advance(stats: RidgeStats, data_gram, b, incremental, do_refresh, exact=refr
 
 
 def inverse(stats: RidgeStats, method: str = "cholesky") -> jax.Array:
-    """(d, d) ``V^{-1}``: the carried one, or recomputed from ``S`` when not carried
-    (``method``: :func:`refresh`'s)."""
+    """(d, d) ``V^{-1}``: the carried one, or recomputed from ``S`` (:func:`refresh`)."""
     return refresh(stats.data_gram, stats.lam, method)[0] if stats.inv is None else stats.inv
 
 
@@ -279,24 +221,15 @@ def theta_hat(stats: RidgeStats) -> jax.Array:
     return apply(inverse(stats), stats.b)
 
 
-# ---------------------------------------------------------------------------------------------
-# Rank-k updates (vector feedback, Section 5.3: Joint-LazyGraphLinUCB)
-# ---------------------------------------------------------------------------------------------
+# ---- rank-k updates (vector feedback, Section 5.3: Joint-LazyGraphLinUCB) ----
 
 RANK_K_METHODS = ("woodbury", "sherman_morrison")
 
 
 def woodbury(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``((V + X^T X)^{-1}, log det(V + X^T X) - log det V)`` from ``V^{-1}`` in one step.
-
-    Woodbury: ``(V + X^T X)^{-1} = V^{-1} - V^{-1} X^T (I_k + X V^{-1} X^T)^{-1} X V^{-1}``;
-    determinant lemma: the log-det grows by ``log det(I_k + X V^{-1} X^T)``, read off the
-    Cholesky factor of the ``k x k`` capacitance matrix that the inverse needs anyway.
-
-    Args:
-      inv: (d, d) current inverse (symmetric).
-      xs: (k, d) the k rows added.
-    """
+    """``((V + X^T X)^{-1}, log det(V + X^T X) - log det V)`` from ``V^{-1}`` (d, d) and the
+    ``k`` rows ``xs`` (k, d) added, in one step: Woodbury's identity, and the log-det of the
+    ``k x k`` capacitance matrix ``I_k + X V^{-1} X^T`` from its Cholesky factor."""
     u = xs @ inv  # (k, d) = X V^{-1}
     cap = jnp.eye(xs.shape[0], dtype=inv.dtype) + u @ xs.T  # (k, k)
     chol = jnp.linalg.cholesky(symmetrize(cap))
@@ -305,11 +238,7 @@ def woodbury(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def sherman_morrison_steps(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The same as :func:`woodbury` by ``k`` successive rank-one steps (a ``lax.scan``).
-
-    The log-det increment is the sum of the rank-one lemma's ``log1p(x^T V^{-1} x)`` with the
-    inverse of each intermediate step, which telescopes to ``log det(I_k + X V^{-1} X^T)``.
-    """
+    """:func:`woodbury` by ``k`` successive rank-one steps (a ``lax.scan``)."""
 
     def step(carry, x):
         iv, inc = carry
@@ -321,18 +250,13 @@ def sherman_morrison_steps(inv: jax.Array, xs: jax.Array) -> tuple[jax.Array, ja
 
 def update_rank_k(stats: RidgeStats, xs: jax.Array, ys: jax.Array, do_refresh,
                   method: str = "woodbury") -> RidgeStats:
-    """Add ``k`` observations ``(x_j, y_j)`` at once (one round of vector feedback).
+    """Add ``k`` observations at once (one round of vector feedback): rows ``xs`` (k, d),
+    zeros on padded entries, and feedback ``ys`` (k,).
 
-    ``S += X^T X`` and ``b += X^T y`` (the data Gram stays the source of truth); ``V^{-1}`` and
-    ``log det V`` are refreshed from ``S`` when ``do_refresh`` (as :func:`update`) or advanced by
-    ``method``: ``"woodbury"`` (one ``k x k`` solve) or ``"sherman_morrison"`` (``k`` rank-one
-    steps). ``benchmarks/joint_update.py`` measures which is faster.
-
-    Args:
-      stats: current statistics of dimension d.
-      xs: (k, d) rows (zeros on padded entries); ys: (k,) feedback.
-      do_refresh: Python bool or traced scalar bool.
-      method: one of :data:`RANK_K_METHODS` (static).
+    ``S += X^T X``, ``b += X^T y``; ``V^{-1}`` and ``log det V`` are refreshed when
+    ``do_refresh`` (as :func:`update`) or advanced by ``method`` (static, one of
+    :data:`RANK_K_METHODS`): ``"woodbury"`` (one ``k x k`` solve) or ``"sherman_morrison"``
+    (``k`` rank-one steps).
     """
     if method not in RANK_K_METHODS:
         raise ValueError(f"unknown rank-k method {method!r}; allowed: {RANK_K_METHODS}")
