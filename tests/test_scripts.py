@@ -46,3 +46,18 @@ def test_adaptive_long_numbers(tmp_path):
     assert r["paired_without"][:2] == pytest.approx((0.0, 0.0)) and r["paired_without"][3] == 0
     assert r["growth"]["supergraph"] == pytest.approx((3, 41.0 / 5e5, 1.0 / 5e5))
     assert r["excess"]["adaptive"] == {10**4: 9.0, 10**6: 9.0}
+
+
+def test_code_size_kinds_and_layers():
+    """scripts/code_size.py on a source whose line kinds are counted by hand, and on the tree:
+    every module of gsjax/ outside gsjax/paper is in one layer, and the layers add up."""
+    code_size = _script("code_size")
+    source = ('"""Module\n\ndocstring."""\n\n# a comment\nx = 1  # code\n\n\n'
+              'class A:\n    """One line."""\n\n    def f(self):\n        """Two\n        lines."""\n'
+              '        s = """not a docstring"""\n        return s\n')
+    assert code_size.kinds(source) == {"wc": 16, "code": 5, "docstring": 6, "comment": 1,
+                                       "blank": 4}
+    sizes = code_size.measure()
+    modules = [p for p in (ROOT / "gsjax").rglob("*.py") if "paper" not in p.parts]
+    assert sizes["total"]["wc"] == sum(len(p.read_text().splitlines()) for p in modules)
+    assert sum(s["wc"] for layer, s in sizes.items() if layer != "total") == sizes["total"]["wc"]
