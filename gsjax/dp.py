@@ -11,7 +11,8 @@ in ``O(n 2^{w+1})`` table entries for an order of width ``w`` (the largest separ
 * :func:`minimise` (traced; under ``vmap`` the seeds go on the last axis by a batching rule of
   its own): one ``lax.scan`` of messages over the order, one of back-tracking; non-free
   coordinates stay at ``s_init``. Without exact ties, from :data:`ACTIVE_MIN_COORDS`
-  coordinates, a seed with few free coordinates walks only its *active* steps.
+  coordinates, a seed with few free coordinates walks only its *active* steps; the choice is
+  each seed's own, never its batch's, so a seed's answer is the same in any batch.
 * The *level plan* (``exact_ties=False``): the elimination in levels, each an independent set
   of the filled graph (its eliminations commute), unrolled in Python: about ``1.7 log2 n + 3``
   levels for a chain, ring or bounded-degree tree; graphs that need more than
