@@ -36,7 +36,14 @@ UPDATE_METHOD = "sherman_morrison"  # measured faster than Woodbury on CPU (benc
 
 def exploration_radius(spec: AgentSpec, params: AgentParams, structure: Structure,
                        problem: Problem, t) -> jax.Array:
-    """() ``beta_t`` of the joint estimator after ``t`` rounds (see the module docstring)."""
+    """() ``beta_t`` of the joint estimator after ``t`` rounds (see the module docstring).
+
+    Why ``L_J^2 = sum_i L_i^2``: it bounds one round's ``||Psi(s)||_F^2``, row ``i`` of
+    ``Psi(s)`` holding node ``i``'s features (squared norm at most its ``L_i^2``:
+    ``params.oful_L[i] ** 2``, else the feature map's bound). The determinant-trace inequality
+    gives ``log(det V_t / lambda^d_eff) <= d_eff log(1 + t L_J^2 / (lambda d_eff))``, below the
+    ``d_eff log(1 + t L_J^2 / lambda)`` used: the node-wise radius with ``L_i -> L_J``,
+    ``d_i -> d_eff``."""
     if spec.beta_mode == "constant":
         return jnp.max(params.beta)
     lam = jnp.max(params.lambda_reg)
