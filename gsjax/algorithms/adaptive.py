@@ -80,7 +80,11 @@ def super_problem(structure: Structure, problem: Problem, scope_keep: jax.Array)
 
 
 def sparsity_test(kind: str, theta_hat: jax.Array, gamma) -> jax.Array:
-    """(k, n) bool kept slots ``c_{i,j} > gamma / 2`` (own slot always kept)."""
+    """(k, n) bool kept slots ``c_{i,j} > gamma / 2`` (own slot always kept).
+
+    ``c_{i,j} = |theta_hat_{i, s_j}|`` for linear features; for quadratic ones (features
+    ``[1, s_o, s_o^2, {s_j}, {s_o s_j}]``) ``max(|theta_hat_{i, s_j}|, |theta_hat_{i, s_o s_j}|)``,
+    the two coefficients through which ``s_j`` enters ``mu_i`` (Assumption B)."""
     k, d = theta_hat.shape
     a = jnp.abs(theta_hat)
     n = (d - 1) // 2
