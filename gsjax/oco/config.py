@@ -50,7 +50,7 @@ A budget exponent ``a`` in ``(0, 1]`` gives ``M = T^a``; an absolute budget must
 
 import os
 import tomllib
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Literal, Sequence
 
 from pydantic import TypeAdapter
 
