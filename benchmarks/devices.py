@@ -44,12 +44,11 @@ def child(kind: str, seeds: int, rounds: int, repeats: int, start: int = 0,
     from gsjax.algorithms import AgentSpec, make
 
     w = W.section7_2()
-    algo, p = W.program(w, kind) if hasattr(W, "program") else (
-        make(kind, w["structure"], AgentSpec(**w["spec"])), W.params(w))
+    algo = make(kind, w["structure"], AgentSpec(**w["spec"]))
 
     def once():
         return runner.sweep(jax.random.key(0), np.arange(start, start + seeds), algo,
-                            w["structure"], w["problem"], p, w["move_cost"], rounds,
+                            w["structure"], w["problem"], W.params(w), w["move_cost"], rounds,
                             record_every=record_every or rounds)
 
     r = once()

@@ -15,9 +15,8 @@ horizon (the sweep's ``lax.scan`` over rounds). A nested ``while`` counts its tr
 its body and condition (a rolled threefry hash is such a loop); a ``conditional`` counts its
 most expensive branch, plus one for the branch choice; a ``call`` counts its callee.
 
-The sweep is ``runner.make_sweep`` of the program ``gsjax run`` builds (``workloads.program``:
-lazy's for linucb, lazy and async_lazy) as ``runner.sweep`` configures it (compacted solver,
-buffer ``max(2, S // 16)``, totals only), for the Section 7.2 workload of
+The sweep is ``runner.make_sweep`` as ``runner.sweep`` configures it (compacted solver for lazy
+algorithms, buffer ``max(2, S // 16)``, totals only), for the Section 7.2 workload of
 ``benchmarks/workloads.py``, in float32. Writes ``benchmarks/results/kernels.json`` and prints a
 table.
 """
@@ -44,7 +43,7 @@ jax.config.update("jax_enable_x64", False)
 
 import jax.numpy as jnp  # noqa: E402
 
-from benchmarks.workloads import program, section7_2  # noqa: E402
+from benchmarks.workloads import params, section7_2  # noqa: E402
 from gsjax import runner  # noqa: E402
 from gsjax.algorithms import AgentSpec, make  # noqa: E402
 from gsjax.results import write_json  # noqa: E402
@@ -145,13 +144,13 @@ def executed(compiled, args, horizon: int) -> float:
 
 def measure(workload: dict, kind: str, seeds: int, horizon: int) -> dict:
     """Compile the sweep of ``kind`` and count its kernels per round."""
-    algo, p = program(workload, kind)
+    algo = make(kind, workload["structure"], AgentSpec(**workload["spec"]))
     compact = not algo.always_solves
     fn = runner.make_sweep(algo, workload["structure"], horizon, record_every=horizon,
                            compact=compact, buffer=max(2, seeds // 16))
     keys = runner.seed_keys(jax.random.key(0), jnp.arange(seeds, dtype=jnp.uint32))
     t0 = time.perf_counter()
-    args = (keys, workload["problem"], p, jnp.float32(workload["move_cost"]))
+    args = (keys, workload["problem"], params(workload), jnp.float32(workload["move_cost"]))
     compiled = fn.lower(*args).compile()
     out = round_kernels(compiled.as_text(), horizon)
     out.update(algorithm=kind, seeds=seeds, compile_seconds=time.perf_counter() - t0,

@@ -80,8 +80,9 @@ import numpy as np  # noqa: E402
 from benchmarks import kernels, noise, roofline, variants  # noqa: E402
 from benchmarks.numpy_baselines import run_loop, run_strong, run_vectorised  # noqa: E402
 from benchmarks.timing import interleave, machine  # noqa: E402
-from benchmarks.workloads import baseline_args, program, section7_2, sparse_graph  # noqa: E402
+from benchmarks.workloads import baseline_args, params, section7_2, sparse_graph  # noqa: E402
 from gsjax import runner  # noqa: E402
+from gsjax.algorithms import AgentSpec, make  # noqa: E402
 from gsjax.results import write_json, write_text  # noqa: E402
 
 LOOP_MAX_SEEDS = 64
@@ -117,14 +118,13 @@ def _gsjax_memory_mb(compiled):
 
 
 def _sweep(w, kind, seeds, horizon):
-    """gsjax's sweep as ``gsjax run`` builds it (:func:`workloads.program`) and
-    ``runner.sweep`` configures it (compacted solver for lazy's program, buffer
-    ``max(2, S // 16)``, totals only): ``(algo, fn, args)``, ``fn(*args)`` the call."""
-    algo, p = program(w, kind)
+    """gsjax's sweep as ``runner.sweep`` configures it (compacted solver for lazy algorithms,
+    buffer ``max(2, S // 16)``, totals only): ``(algo, fn, args)``, ``fn(*args)`` the call."""
+    algo = make(kind, w["structure"], AgentSpec(**w["spec"]))
     fn = runner.make_sweep(algo, w["structure"], horizon, record_every=horizon,
                            compact=not algo.always_solves, buffer=max(2, seeds // 16))
     keys = runner.seed_keys(jax.random.key(0), jnp.arange(seeds, dtype=jnp.uint32))
-    return algo, fn, (keys, w["problem"], p, jnp.float32(w["move_cost"]))
+    return algo, fn, (keys, w["problem"], params(w), jnp.float32(w["move_cost"]))
 
 
 def measure_scaling(w, kind, small: int, large: int, horizon: int, repeats: int) -> dict:

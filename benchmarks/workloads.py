@@ -21,8 +21,7 @@ import numpy as np
 
 from gsjax import graphs
 from gsjax import problem as P
-from gsjax.algorithms import AgentParams, AgentSpec, make
-from gsjax.algorithms.base import with_reference
+from gsjax.algorithms import AgentParams
 
 ROOT = Path(__file__).resolve().parents[1]
 DTYPE = np.float32
@@ -80,18 +79,6 @@ def params(w):
         oful_S=f32(1.0),
         oful_sigma=jnp.broadcast_to(f32(w["sigma"]), (k,)),
     )
-
-
-def program(w, kind):
-    """``(algo, params)`` of ``kind`` on workload ``w`` as ``gsjax run`` builds them
-    (:mod:`gsjax.experiment`): linucb, lazy and async_lazy played by lazy's program with the
-    kind's traced flags; other kinds (or a tree without the flags) their own program."""
-    spec = AgentSpec(**w["spec"])
-    p = params(w)
-    if kind not in ("linucb", "lazy", "async_lazy") or "every_round" not in p._fields:
-        return make(kind, w["structure"], spec), p
-    return make("lazy", w["structure"], spec), with_reference(
-        p, spec, per_criterion=kind == "async_lazy", every_round=kind == "linucb")
 
 
 def baseline_args(w, kind, dtype=np.float64):

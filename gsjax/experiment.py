@@ -137,16 +137,15 @@ def _agent(ac: AgentConfig, k: int, sigma_k: np.ndarray, dtype, algorithm: str =
         trigger_ratio=ac.trigger_ratio, oful_delta=ac.oful_delta, oful_S=ac.oful_S,
         oful_sigma=sigma_k if ac.oful_sigma is None else ac.oful_sigma, oful_L=ac.oful_L,
         dtype=dtype)
-    if algorithm in NODE_KINDS:
-        params = with_reference(params, spec, per_criterion=algorithm == "async_lazy",
-                                every_round=algorithm == "linucb")
+    if algorithm in ("lazy", "async_lazy"):
+        params = with_reference(params, spec, per_criterion=algorithm == "async_lazy")
     return spec, params
 
 
 def _algorithm(name: str, structure: Structure, spec: AgentSpec, made: dict):
     """``REGISTRY[name](structure, spec)``, but the lazy kinds (traced reading, :func:`_agent`)
     share one object per spec up to its reading, kept in ``made``: their sweeps compile once."""
-    if name not in NODE_KINDS:
+    if name not in ("lazy", "async_lazy"):
         return REGISTRY[name](structure, spec)
     key = dataclasses.replace(spec, reference="global")
     try:

@@ -190,16 +190,13 @@ TOP_K_SEEDS = 2**24
 
 
 def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer: int,
-                     exact: bool = False, whole: bool = True):
+                     exact: bool = False):
     """``solve`` (vmapped) on the seeds whose request asks for it, gathered ``buffer`` at a time
     (``top_k`` when they fit one buffer, else ``jnp.nonzero``) and scattered back, so a round
-    costs what its triggers cost. ``exact``: the residual is 0, not scattered. ``whole``: a
-    round where every seed asks solves them all at once, with no gather (off under a grid's
-    ``vmap``, where a ``cond`` runs both branches)."""
+    costs what its triggers cost. ``exact``: the residual is 0, not scattered."""
     mask = requests.reoptimise
     num = mask.shape[0]
-    count = jnp.sum(mask.astype(jnp.int32))
-    num_chunks = (count + buffer - 1) // buffer
+    num_chunks = (jnp.sum(mask.astype(jnp.int32)) + buffer - 1) // buffer
     padded = -(-num // buffer) * buffer
 
     def all_requests():
@@ -233,20 +230,11 @@ def _solve_compacted(solve, keys, states, requests, params, problem, pax, buffer
         s_out = s_out.at[idx].set(s_b, mode="drop")
         return s_out, r_out if exact else r_out.at[idx].set(r_b, mode="drop")
 
-    init = (states.s, jnp.zeros((num,), states.s.dtype))
-    if whole:  # every seed asks: one trip solves them all at once, with no gather
-        def every_seed():
-            s_all, r_all = solve(keys, states, requests, params, problem)
-            return s_all, jnp.zeros_like(r_all) if exact else r_all
-
-        every, gather = count == num, body
-        body = lambda c, carry: jax.lax.cond(every, every_seed, lambda: gather(c, carry))  # noqa: E731
-        num_chunks = jnp.where(every, 1, num_chunks)
-    return jax.lax.fori_loop(0, num_chunks, body, init)
+    return jax.lax.fori_loop(0, num_chunks, body, (states.s, jnp.zeros((num,), states.s.dtype)))
 
 
 def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move_cost, keys,
-              buffer: int | None = None, pax=None, whole: bool = True):
+              buffer: int | None = None, pax=None):
     """The round ``(carry, t) -> carry`` of one seed (``buffer=None``) or of the seeds ``keys``
     stepped together (problem axis ``pax``), solving those that ask (:func:`_solve_compacted`)."""
     if buffer is None:
@@ -264,7 +252,7 @@ def _round_fn(algo: BanditAlgorithm, structure: Structure, problem, params, move
                 s_new, resid = solve(key, states, requests, params, problem)
             else:
                 s_new, resid = _solve_compacted(solve, key, states, requests, params, problem,
-                                                pax, buffer, algo.exact, whole)
+                                                pax, buffer, algo.exact)
             return states._replace(s=s_new), info._replace(lcb_residual=resid)
 
     fold = lift(jax.random.fold_in, 0, None)
@@ -298,14 +286,12 @@ def advance(carry: Carry, t0, seed_key: jax.Array, algo: BanditAlgorithm, struct
 def advance_compact(carry: Carry, t0, seed_keys_: jax.Array, algo: BanditAlgorithm,
                     structure: Structure, problem: Problem, params: AgentParams, move_cost,
                     num_rounds: int, record_every: int = 1, buffer: int = 8,
-                    problem_per_seed: bool = False, whole: bool = True
-                    ) -> tuple[Carry, Records]:
+                    problem_per_seed: bool = False) -> tuple[Carry, Records]:
     """Rounds ``t0+1 .. t0+num_rounds`` of a batch of seeds, solving only those that trigger:
     the results of ``vmap(advance)`` (not reverse-mode differentiable); records round-major,
-    ``(R, S, ...)``. ``whole``: a round where every seed triggers solves them all at once."""
+    ``(R, S, ...)``."""
     pax = seed_axes(problem, problem_per_seed)
-    round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax,
-                       whole)
+    round_ = _round_fn(algo, structure, problem, params, move_cost, seed_keys_, buffer, pax)
     return scan_blocks(round_, carry_record, carry, num_rounds, record_every, t0)
 
 
@@ -417,8 +403,7 @@ def _chunked(algo, structure, chunk_rounds, record_every, problem_per_seed, comp
 
         def chunk(carry, t0, keys, problem, params, move_cost):
             return advance_compact(carry, t0, keys, algo, structure, problem, params, move_cost,
-                                   chunk_rounds, record_every, buffer, problem_per_seed,
-                                   whole=not grid)
+                                   chunk_rounds, record_every, buffer, problem_per_seed)
 
     else:
 

@@ -1,11 +1,10 @@
-"""The global lazy's reference reading, the async decision and LinUCB's every-round
-re-minimisation as traced values (``AgentParams.own_reference``, ``per_criterion``,
-``every_round``).
+"""The global lazy's reference reading and the async decision as traced values
+(``AgentParams.own_reference``, ``AgentParams.per_criterion``).
 
 Checked against the static programs (``AgentSpec.reference``, the algorithm's kind), which the
-NumPy reference tests pin: the same totals and records bit for bit, for both readings, for
-async_lazy and for linucb; and lazy of either reading, async_lazy and linucb lower to one
-program, so a run of all four compiles once.
+NumPy reference tests pin: the same totals and records bit for bit, for both readings and for
+async_lazy; and lazy of either reading and async_lazy lower to one program, so a run of all
+three compiles once (the others are persistent-cache hits).
 """
 
 from __future__ import annotations
@@ -81,36 +80,17 @@ def test_traced_async_equals_the_static_one(compact):
     assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(static, lazy))
 
 
-@pytest.mark.parametrize("compact", [False, True])
-def test_traced_linucb_equals_its_own_program(compact):
-    """linucb as lazy's program whose criteria all fire every round (the compacted round then
-    solves every seed at once), against linucb's own program: the trigger counts still read
-    ``log_trigger``."""
-    structure, problem, params, keys = _setup()
-    fn = lambda name, p: jax.tree_util.tree_leaves(runner.make_sweep(  # noqa: E731
-        make(name, structure, AgentSpec()), structure, HORIZON, record_every=10,
-        compact=compact, buffer=2)(keys, problem, p, jnp.float32(0.1)))
-    static = fn("linucb", params)
-    traced = fn("lazy", with_reference(params, AgentSpec(), every_round=True))
-    for a, b in zip(static, traced):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    lazy = fn("lazy", with_reference(params, AgentSpec()))  # the flag matters: can fail
-    assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(static, lazy))
-
-
-def test_the_node_kinds_lower_to_one_program():
+def test_lazy_and_async_lower_to_one_program():
     structure, problem, params, keys = _setup()
     texts = []
-    for name, reference in (("lazy", "global"), ("lazy", "own"), ("async_lazy", "global"),
-                            ("linucb", "global")):
+    for name, reference in (("lazy", "global"), ("lazy", "own"), ("async_lazy", "global")):
         spec = AgentSpec(reference=reference)
-        algo = make("lazy" if name == "linucb" else name, structure, spec)
+        algo = make(name, structure, spec)
         fn = runner.make_sweep(algo, structure, HORIZON, record_every=10, compact=True,
                                buffer=2)
-        shared = with_reference(params, spec, per_criterion=name == "async_lazy",
-                                every_round=name == "linucb")
+        shared = with_reference(params, spec, per_criterion=name == "async_lazy")
         texts.append(fn.lower(keys, problem, shared, jnp.float32(0.1)).as_text())
-    assert texts[0] == texts[1] == texts[2] == texts[3]
+    assert texts[0] == texts[1] == texts[2]
 
 
 def test_per_criterion_flag_alone_keeps_the_static_reading():
@@ -131,23 +111,23 @@ def test_per_criterion_flag_alone_keeps_the_static_reading():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_an_experiments_node_kinds_trace_and_compile_once():
-    """Through :func:`gsjax.experiment.run_experiment`: linucb, lazy of both readings and
-    async_lazy share one algorithm object, so their sweeps reuse one compiled init and chunk
-    program (the programs ``runner`` keeps), and each entry's numbers are those of a run of
-    that entry alone."""
+def test_an_experiments_lazy_kinds_trace_and_compile_once():
+    """Through :func:`gsjax.experiment.run_experiment`: lazy of both readings and async_lazy
+    share one algorithm object, so their sweeps reuse one compiled init and chunk program (the
+    programs ``runner`` keeps), and each entry's numbers are those of a run of that entry
+    alone."""
     cfg = C.load_config("section7_2", ["seeds=3", "horizon=40", "record_every=10"])
-    assert [e.algorithm for e in cfg.algorithms] == ["linucb", "lazy", "lazy", "async_lazy"]
+    cfg = dataclasses.replace(cfg, algorithms=tuple(
+        e for e in cfg.algorithms if e.algorithm in ("lazy", "async_lazy")))
+    assert len(cfg.algorithms) == 3
     built = E.build(cfg)
     assert len({id(ba.algo) for ba in built.algorithms}) == 1
     runner._PROGRAMS.clear()
     together = E.run_experiment(cfg, built=built)
-    assert len(runner._PROGRAMS) == 2  # one init and one chunk program for the four entries
+    assert len(runner._PROGRAMS) == 2  # one init and one chunk program for the three entries
     updates = [np.asarray(together.runs[e.name].totals.updates) for e in cfg.algorithms]
-    for other in updates[1:]:  # the entries differ: each reads its own traced flags
-        assert not np.array_equal(updates[0], other)
-    assert not np.array_equal(updates[1], updates[2])
-    assert not np.array_equal(updates[1], updates[3])
+    assert not np.array_equal(updates[0], updates[1])  # the entries differ: each reads its
+    assert not np.array_equal(updates[0], updates[2])  # own traced flags
     for entry in cfg.algorithms:
         runner._PROGRAMS.clear()
         alone = E.run_experiment(dataclasses.replace(cfg, algorithms=(entry,)))

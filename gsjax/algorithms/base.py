@@ -41,9 +41,6 @@ class AgentParams(NamedTuple):
     # () traced 1.0: decide per criterion (async_lazy), 0.0 globally (lazy); None: the kind's
     # own. With ``own_reference``, lazy and async_lazy share one program (:func:`with_reference`)
     per_criterion: jax.Array | None = None
-    # () traced 1.0: every criterion fires every round (linucb, played by lazy's program);
-    # None or 0.0: the trigger decides
-    every_round: jax.Array | None = None
 
     @classmethod
     def create(cls, k: int, *, lambda_reg=1.0, beta=1.0, pgd_lr=0.05, trigger_ratio=2.0,
@@ -78,16 +75,13 @@ class AgentParams(NamedTuple):
         )
 
 
-def with_reference(params: AgentParams, spec: AgentSpec, per_criterion: bool = False,
-                   every_round: bool = False) -> AgentParams:
-    """``params`` with ``spec.reference``, ``per_criterion`` (async_lazy) and ``every_round``
-    (linucb) as traced values, so that lazy of either reading, async_lazy and linucb compile
-    to one program: lazy's, where linucb is the lazy algorithm whose criteria all fire every
-    round (the trigger counts still read ``log_trigger``)."""
+def with_reference(params: AgentParams, spec: AgentSpec, per_criterion: bool = False
+                   ) -> AgentParams:
+    """``params`` with ``spec.reference`` and ``per_criterion`` (async_lazy) as traced values,
+    so that lazy of either reading and async_lazy compile to one program."""
     dtype = params.log_trigger.dtype
     return params._replace(own_reference=jnp.asarray(spec.reference == "own", dtype),
-                           per_criterion=jnp.asarray(per_criterion, dtype),
-                           every_round=jnp.asarray(every_round, dtype))
+                           per_criterion=jnp.asarray(per_criterion, dtype))
 
 
 _WHERE = "AgentParams.create"

@@ -170,8 +170,6 @@ def make_kernel(name: str, structure: Structure, spec: AgentSpec, estimator: Est
         playing, forced = phase(t)
         if playing is not True:
             triggered, fired = playing & triggered, L.where(playing, fired)
-        if params.every_round is not None:  # linucb in lazy's program
-            fired = L.force(fired, params.every_round > 0)
         d = schedule.decide(L, fired, logdet, state.logdet_ref,
                             lambda c: est.union(L, c, graph, problem), n,
                             own=params.own_reference, per=params.per_criterion)
