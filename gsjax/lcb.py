@@ -238,6 +238,64 @@ def by_slot(flat: jax.Array, slots: jax.Array) -> jax.Array:
     return jnp.concatenate([flat, jnp.zeros((1,), flat.dtype)])[slots]
 
 
+def _seeds_last(batched):
+    """A function of one seed's arrays computed by ``batched``, which takes them with a batch
+    axis LAST: called alone, with a batch of one; under ``vmap``, with the seeds moved to that
+    axis (unbatched arguments broadcast) and back to the front of the outputs. Element-wise work
+    over the seeds, the minor axis, vectorises where a block's few entries do not."""
+
+    @jax.custom_batching.custom_vmap
+    def fn(*args):
+        out = batched(*(a[..., None] for a in args))
+        return jax.tree_util.tree_map(lambda x: x[..., 0], out)
+
+    @fn.def_vmap
+    def _(size, in_batched, *args):
+        args = [jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], (*a.shape, size))
+                for a, b in zip(args, in_batched)]
+        out = batched(*args)
+        return jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, -1, 0), out), \
+            jax.tree_util.tree_map(lambda _: True, out)
+
+    return fn
+
+
+def _first_vertices(s, free, smask, theta_hat, inv, beta):
+    """The block vertex solver with :func:`first_pick` for ``B`` seeds, seed axis LAST: ``s``,
+    ``free``, ``smask``, ``theta_hat`` (k, m, B), ``inv`` (k, m, m, B), ``beta`` (k, B).
+    Returns the chosen ``(k, m, B)`` and their values (k, B): the operations of the one-seed
+    path (:func:`_vertices_from_free`, :func:`lcb_terms`, :func:`_choose`) in the same order,
+    so the same bits. Index tables from ``iota`` (a batching rule may not see array constants:
+    under ``vmap`` of a ``cond`` they arrive batched)."""
+    f = free & smask
+    k, m, n_b = f.shape
+    p_all = 2 ** m
+    iota = lambda shape, dim: jax.lax.broadcasted_iota(jnp.int32, shape, dim)  # noqa: E731
+    tri = iota((1, m, m, 1), 2) <= iota((1, m, m, 1), 1)  # np.tri: row j holds i <= j
+    count = jnp.sum(jnp.where(tri, f.astype(jnp.int32)[:, None], 0), axis=2)
+    rank = jnp.clip(count - 1, 0, m - 1)  # of each free entry among the free (:func:`_rank`)
+    shape = (k, p_all, m, n_b)
+    vertex = iota(shape, 1)  # column c of vertex p: bit c of p (:func:`bit_table`)
+    cols = [((vertex >> c) & 1).astype(s.dtype) for c in range(m)]
+    verts = jnp.where(f[:, None], jax.lax.select_n(jnp.broadcast_to(rank[:, None], shape), *cols),
+                      s[:, None])
+    phi = jnp.where(smask[:, None], verts, 0.0)
+    q = jnp.sum(jnp.sum(phi[:, :, :, None] * inv[:, None], axis=2) * phi, axis=2)
+    values = jnp.sum(phi * theta_hat[:, None], axis=2) - beta[:, None] * jnp.sqrt(
+        jnp.maximum(q, _TINY))  # (k, P, B)
+    low = jnp.min(values, axis=1)  # :func:`first_min` over the P vertices
+    tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(low))
+    first = jnp.min(jnp.where(values <= (low + tol)[:, None], iota(values.shape, 1), p_all),
+                    axis=1)
+    p = jnp.where(first == p_all, 0, first)
+    bit = (p[:, None] >> rank) & 1
+    value = jax.lax.select_n(p, *(values[:, i] for i in range(p_all)))
+    return jnp.where(f, bit.astype(s.dtype), s), value
+
+
+_FIRST_VERTICES = _seeds_last(_first_vertices)
+
+
 def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pick):
     """Exact minimiser of a concave objective over the vertices of the free coordinates
     (block by block when it separates; else the ``2^n`` vertices of the box, ``n <= 16``).
@@ -258,8 +316,9 @@ def minimise_vertices(objective: Objective, s_init, free, pick: Pick = first_pic
         # contiguous blocks arange(n).reshape(k, m): reshapes, no gather
         at = ((lambda x: x.reshape(bl.scopes.shape)) if objective.contiguous
               else (lambda x: x[bl.scopes]))
-        best, vals = jax.vmap(per_block)(at(s_init), at(free), bl.scope_mask, bl.theta_hat,
-                                         bl.inv, bl.beta)
+        hard = pick is first_pick and bl.scopes.shape[1] <= _SELECT_COLS  # seeds last
+        best, vals = (_FIRST_VERTICES if hard else jax.vmap(per_block))(
+            at(s_init), at(free), bl.scope_mask, bl.theta_hat, bl.inv, bl.beta)
         if objective.contiguous:
             s = jnp.where(free, best.reshape(-1), s_init)
         else:

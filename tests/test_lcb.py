@@ -228,3 +228,42 @@ def test_hard_pick_builds_the_chosen_row_from_its_bits(width):
     np.testing.assert_array_equal(np.asarray(val), np.asarray(val_ref))
     np.testing.assert_array_equal(np.asarray(s)[~np.asarray(free)],
                                   np.asarray(base)[~np.asarray(free)])
+
+
+@pytest.mark.parametrize("rows", [[[0], [1], [2]], [[0, 1], [2, 3], [4, 5]],
+                                  [[0, 1, 2], [3, 4, 5]], [[0, 1, 2, 3], [4, 5, 6, 7]],
+                                  [[3, 4], [0], [1, 2, 5]]])
+@pytest.mark.parametrize("ties", [False, True])
+def test_block_vertices_seed_last_equal_the_one_seed_path(rows, ties):
+    """Under ``vmap`` the hard block solver runs seed-last (``lcb._first_vertices``); the
+    one-seed path (any other pick, here ``first_pick`` wrapped) chooses the same vertices bit
+    for bit, with padded and permuted scopes, free masks of every kind and exact ties, alone
+    (no vmap) too; the minimum's value (the blocks' values summed, unused by the runs) agrees
+    to float32 rounding."""
+    n = 1 + max(max(r) for r in rows)
+    scopes = graphs.scopes_from_rows(rows, num_coords=n)
+    structure, prob = _setup(scopes, dtype=jnp.float32)
+    rng = np.random.default_rng(len(rows) + 10 * ties)
+    th, inv, beta, s_init = _random_instances(rng, 64, structure, prob)
+    if ties:  # integer estimates, no bonus: many vertices share the minimum exactly
+        th, beta = np.round(th), np.zeros_like(beta)
+    free = rng.uniform(size=s_init.shape) < 0.7
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+
+    def solve(pick, t, i, b, s, f):
+        obj = lcb.node_objective(structure, prob, t, i, b)
+        return lcb.minimise_vertices(obj, s, f, pick)[:2]
+
+    wrapped = lambda v, c: lcb.first_pick(v, c)  # noqa: E731  (not first_pick: one-seed path)
+    args = (f32(th), f32(inv), f32(beta), f32(s_init), jnp.asarray(free))
+    fast = jax.jit(jax.vmap(lambda *a: solve(lcb.first_pick, *a)))(*args)
+    ref = jax.jit(jax.vmap(lambda *a: solve(wrapped, *a)))(*args)
+    alone = jax.jit(lambda *a: solve(lcb.first_pick, *a))(*(a[5] for a in args))
+    np.testing.assert_array_equal(np.asarray(fast[0]), np.asarray(ref[0]))
+    np.testing.assert_array_equal(np.asarray(alone[0]), np.asarray(ref[0])[5])
+    np.testing.assert_allclose(np.asarray(fast[1]), np.asarray(ref[1]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(alone[1]), np.asarray(ref[1])[5], rtol=1e-6,
+                               atol=1e-6)
+    s = np.asarray(fast[0])
+    np.testing.assert_array_equal(s[~free], np.asarray(s_init, np.float32)[~free])
+    assert np.all(np.isin(s[free], (0.0, 1.0)))
