@@ -234,17 +234,21 @@ def test_hard_pick_builds_the_chosen_row_from_its_bits(width):
                                   [[0, 1, 2], [3, 4, 5]], [[0, 1, 2, 3], [4, 5, 6, 7]],
                                   [[3, 4], [0], [1, 2, 5]]])
 @pytest.mark.parametrize("ties", [False, True])
-def test_block_vertices_seed_last_equal_the_one_seed_path(rows, ties):
+@pytest.mark.parametrize("block", [None, 16])
+def test_block_vertices_seed_last_equal_the_one_seed_path(rows, ties, block, monkeypatch):
     """Under ``vmap`` the hard block solver runs seed-last (``lcb._first_vertices``); the
     one-seed path (any other pick, here ``first_pick`` wrapped) chooses the same vertices bit
     for bit, with padded and permuted scopes, free masks of every kind and exact ties, alone
     (no vmap) too; the minimum's value (the blocks' values summed, unused by the runs) agrees
-    to float32 rounding."""
+    to float32 rounding. ``block``: the seeds solved in blocks of 16 (the last one padded),
+    as past ``lcb.SEED_BLOCK`` seeds."""
+    if block is not None:
+        monkeypatch.setattr(lcb, "SEED_BLOCK", block)
     n = 1 + max(max(r) for r in rows)
     scopes = graphs.scopes_from_rows(rows, num_coords=n)
     structure, prob = _setup(scopes, dtype=jnp.float32)
     rng = np.random.default_rng(len(rows) + 10 * ties)
-    th, inv, beta, s_init = _random_instances(rng, 64, structure, prob)
+    th, inv, beta, s_init = _random_instances(rng, 60, structure, prob)
     if ties:  # integer estimates, no bonus: many vertices share the minimum exactly
         th, beta = np.round(th), np.zeros_like(beta)
     free = rng.uniform(size=s_init.shape) < 0.7
