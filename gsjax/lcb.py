@@ -247,12 +247,22 @@ def _seeds_last(batched):
     """A function of one seed's arrays computed by ``batched``, which takes them with a batch
     axis LAST: called alone, with a batch of one; under ``vmap``, with the seeds moved to that
     axis (unbatched arguments broadcast) and back to the front of the outputs. Element-wise work
-    over the seeds, the minor axis, vectorises where a block's few entries do not."""
+    over the seeds, the minor axis, vectorises where a block's few entries do not. Derivatives
+    are those of the plain function (a batching rule alone has none)."""
+
+    def plain(*args):
+        out = batched(*(a[..., None] for a in args))
+        return jax.tree_util.tree_map(lambda x: x[..., 0], out)
+
+    @jax.custom_jvp
+    def differentiable(*args):
+        return fn(*args)
+
+    differentiable.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
 
     @jax.custom_batching.custom_vmap
     def fn(*args):
-        out = batched(*(a[..., None] for a in args))
-        return jax.tree_util.tree_map(lambda x: x[..., 0], out)
+        return plain(*args)
 
     @fn.def_vmap
     def _(size, in_batched, *args):
@@ -274,7 +284,7 @@ def _seeds_last(batched):
         return jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, -1, 0), out), \
             jax.tree_util.tree_map(lambda _: True, out)
 
-    return fn
+    return differentiable
 
 
 def _first_vertices(s, free, smask, theta_hat, inv, beta):

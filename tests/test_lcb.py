@@ -271,3 +271,8 @@ def test_block_vertices_seed_last_equal_the_one_seed_path(rows, ties, block, mon
     s = np.asarray(fast[0])
     np.testing.assert_array_equal(s[~free], np.asarray(s_init, np.float32)[~free])
     assert np.all(np.isin(s[free], (0.0, 1.0)))
+    # differentiable as before: d min / d theta_hat (the chosen vertices), under vmap
+    grad = lambda pick: jax.jit(jax.grad(lambda t: jnp.sum(jax.vmap(  # noqa: E731
+        lambda t1, *a: solve(pick, t1, *a)[1])(t, *args[1:]))))(args[0])
+    np.testing.assert_allclose(np.asarray(grad(lcb.first_pick)), np.asarray(grad(wrapped)),
+                               rtol=1e-6, atol=1e-6)
