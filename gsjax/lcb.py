@@ -41,14 +41,17 @@ MAX_VERTEX_COORDS = 16  # whole-box enumeration limit for overlapping scopes
 _TINY = 1e-12
 
 
-def first_min(values: jax.Array) -> jax.Array:
-    """Index of the first entry within ``64 eps max(1, |min|)`` of the minimum of (P,) values."""
-    m = jnp.min(values)
+def first_min(values: jax.Array, axis: int = 0) -> jax.Array:
+    """Index of the first entry within ``64 eps max(1, |min|)`` of the minimum of the values
+    along ``axis`` (of (P,) values by default)."""
+    m = jnp.min(values, axis=axis)
     tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(m))
     # the least index that passes: a plain min, faster on XLA CPU than argmax's two-output
-    # reduce (benchmarks/ab_round.py); none passes only for NaN values, where argmax gives 0
-    p = values.shape[-1]
-    first = jnp.min(jnp.where(values <= m + tol, jnp.arange(p, dtype=jnp.int32), p))
+    # reduce (benchmarks/ab_round.py); none passes only for NaN values, where argmax gives 0.
+    # The index by iota, not an array constant (a batching rule may not see those)
+    p = values.shape[axis]
+    index = jax.lax.broadcasted_iota(jnp.int32, values.shape, axis % values.ndim)
+    first = jnp.min(jnp.where(values <= jnp.expand_dims(m + tol, axis), index, p), axis=axis)
     return jnp.where(first == p, 0, first)
 
 
@@ -254,15 +257,7 @@ def _seeds_last(batched):
         out = batched(*(a[..., None] for a in args))
         return jax.tree_util.tree_map(lambda x: x[..., 0], out)
 
-    @jax.custom_jvp
-    def differentiable(*args):
-        return fn(*args)
-
-    differentiable.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
-
-    @jax.custom_batching.custom_vmap
-    def fn(*args):
-        return plain(*args)
+    fn = jax.custom_batching.custom_vmap(plain)
 
     @fn.def_vmap
     def _(size, in_batched, *args):
@@ -284,6 +279,8 @@ def _seeds_last(batched):
         return jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, -1, 0), out), \
             jax.tree_util.tree_map(lambda _: True, out)
 
+    differentiable = jax.custom_jvp(fn)
+    differentiable.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
     return differentiable
 
 
@@ -292,8 +289,8 @@ def _first_vertices(s, free, smask, theta_hat, inv, beta):
     ``free``, ``smask``, ``theta_hat`` (k, m, B), ``inv`` (k, m, m, B), ``beta`` (k, B).
     Returns the chosen ``(k, m, B)`` and their values (k, B): the operations of the one-seed
     path (:func:`_vertices_from_free`, :func:`lcb_terms`, :func:`_choose`) in the same order,
-    so the same bits. Index tables from ``iota`` (a batching rule may not see array constants:
-    under ``vmap`` of a ``cond`` they arrive batched)."""
+    so the same bits, and :func:`first_min` itself. Index tables from ``iota`` (a batching rule
+    may not see array constants: under ``vmap`` of a ``cond`` they arrive batched)."""
     f = free & smask
     k, m, n_b = f.shape
     p_all = 2 ** m
@@ -310,11 +307,7 @@ def _first_vertices(s, free, smask, theta_hat, inv, beta):
     q = jnp.sum(jnp.sum(phi[:, :, :, None] * inv[:, None], axis=2) * phi, axis=2)
     values = jnp.sum(phi * theta_hat[:, None], axis=2) - beta[:, None] * jnp.sqrt(
         jnp.maximum(q, _TINY))  # (k, P, B)
-    low = jnp.min(values, axis=1)  # :func:`first_min` over the P vertices
-    tol = 64 * jnp.finfo(values.dtype).eps * jnp.maximum(1.0, jnp.abs(low))
-    first = jnp.min(jnp.where(values <= (low + tol)[:, None], iota(values.shape, 1), p_all),
-                    axis=1)
-    p = jnp.where(first == p_all, 0, first)
+    p = first_min(values, axis=1)  # (k, B)
     bit = (p[:, None] >> rank) & 1
     value = jax.lax.select_n(p, *(values[:, i] for i in range(p_all)))
     return jnp.where(f, bit.astype(s.dtype), s), value
